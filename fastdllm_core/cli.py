@@ -1,0 +1,35 @@
+"""``fastdllm`` command line: ``fastdllm {train,generate,bench,eval,lm-eval} ...``.
+
+Each sub-command's module owns its own argument parser (``main(argv)``); this file only dispatches.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "train": ("fastdllm_core.train", "adapt a causal LM to block diffusion (or NTP fine-tune) from a YAML config"),
+    "generate": ("fastdllm_core.generate_cli", "generate with the block-diffusion decoder or the AR baseline"),
+    "bench": ("fastdllm_core.bench", "throughput sweep: AR vs block diffusion, one CSV row per configuration"),
+    "eval": ("fastdllm_core.evaluation.cli", "score a model on a task (lm-eval / EvalPlus / synthetic)"),
+    "lm-eval": ("fastdllm_core.evaluation.lm_eval_cli", "lm-eval's own CLI with the fast_dllm_v2 model registered"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: fastdllm {" + ",".join(COMMANDS) + "} ...\n")
+        for name, (_, doc) in COMMANDS.items():
+            print(f"  {name:<9} {doc}")
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in COMMANDS:
+        print(f"fastdllm: unknown command {cmd!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[cmd][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Loading stock ``transformers`` causal LMs for block diffusion (no vendored modeling code, no remote code).
+
+Sources: a Hugging Face Hub id, a local directory, or a GGUF file (``path/to/model.gguf``).  Released
+Fast-dLLM v2 checkpoints (``model_type: Fast_dLLM_Qwen``, ``bd_size``) are plain Qwen2 weights: their config is
+rewritten to a :class:`~transformers.Qwen2Config` and ``bd_size`` becomes the default block size.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+MASK_TOKEN = "|<MASK>|"
+FAST_DLLM_MODEL_TYPES = {"Fast_dLLM_Qwen": "qwen2"}
+DEFAULT_BLOCK_SIZE = 32
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    mask_token_id: int
+    eos_token_ids: list[int]
+    block_size: int = DEFAULT_BLOCK_SIZE  # the checkpoint's bd_size when it has one
+    source: str = ""
+    info: dict = field(default_factory=dict)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    """'auto' -> bf16 on CUDA, fp32 elsewhere."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16, "float64": torch.float64, "fp64": torch.float64}
+    if dtype not in table:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(table)} or 'auto'")
+    return table[dtype]
+
+
+def default_attn_implementation(device: str) -> str:
+    """Flex attention on CUDA, dense SDPA elsewhere."""
+    return "flex_attention" if str(device).startswith("cuda") else "sdpa"
+
+
+def _split_gguf(source: str) -> tuple[str, str | None]:
+    if source.endswith(".gguf"):
+        p = Path(source)
+        if not p.is_file():
+            raise FileNotFoundError(f"GGUF file not found: {source}")
+        return str(p.parent), p.name
+    return source, None
+
+
+def read_config_dict(source: str) -> dict | None:
+    """The raw config.json of a local directory (None for Hub ids / GGUF: transformers resolves those)."""
+    cfg = Path(source) / "config.json"
+    if cfg.is_file():
+        return json.loads(cfg.read_text())
+    return None
+
+
+def load_config(source: str, **kw):
+    """A transformers config; Fast_dLLM_Qwen configs come back as Qwen2Config with ``bd_size`` kept."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    raw = read_config_dict(source)
+    if raw is None and not os.path.isdir(source):
+        raw, _ = PretrainedConfig.get_config_dict(source, **kw)
+    if raw is not None and raw.get("model_type") in FAST_DLLM_MODEL_TYPES:
+        from transformers import CONFIG_MAPPING
+
+        raw = dict(raw)
+        raw["model_type"] = FAST_DLLM_MODEL_TYPES[raw["model_type"]]
+        raw.pop("auto_map", None)
+        raw["architectures"] = ["Qwen2ForCausalLM"]
+        return CONFIG_MAPPING[raw["model_type"]].from_dict(raw)
+    return AutoConfig.from_pretrained(source, **kw)
+
+
+def ensure_mask_token(tokenizer, model=None, mask_token: str = MASK_TOKEN, allow_resize: bool = True) -> int:
+    """Make ``mask_token`` a single special token and return its id.
+
+    Qwen2.5 tokenizers give ``|<MASK>|`` the id 151665, inside the padded embedding table (no resize).  The
+    embeddings are resized only when the id falls outside the table.
+    """
+    vocab = tokenizer.get_vocab()
+    if mask_token not in vocab:
+        from tokenizers import AddedToken
+
+        try:
+            tokenizer.add_tokens([AddedToken(mask_token, special=True, normalized=False)], special_tokens=True)
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise ValueError(f"tokenizer {type(tokenizer).__name__} cannot take the mask token {mask_token!r}: {exc}") from exc
+    mask_id = tokenizer.convert_tokens_to_ids(mask_token)
+    encoded = tokenizer.encode(mask_token, add_special_tokens=False)
+    if mask_id is None or encoded != [mask_id]:
+        raise ValueError(
+            f"tokenizer {type(tokenizer).__name__} cannot take the mask token {mask_token!r} as one token "
+            f"(it encodes to {encoded}, id {mask_id})"
+        )
+    if model is not None:
+        n_emb = model.get_input_embeddings().num_embeddings
+        if mask_id >= n_emb:
+            if not allow_resize:
+                raise ValueError(f"mask token id {mask_id} is outside the embedding table ({n_emb}) and resizing is off")
+            log.warning("resizing embeddings %d -> %d for the mask token", n_emb, mask_id + 1)
+            model.resize_token_embeddings(mask_id + 1, pad_to_multiple_of=64)
+        model.config.mask_token_id = mask_id
+    return mask_id
+
+
+def eos_ids(tokenizer, model=None) -> list[int]:
+    """Stop ids: the generation config's eos ids (``<|im_end|>`` for Qwen2.5-Instruct) and the tokenizer's."""
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None) if model is not None else None
+    for cand in (getattr(gen, "eos_token_id", None), tokenizer.eos_token_id,
+                 tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None):
+        for i in (cand if isinstance(cand, (list, tuple)) else [cand]):
+            if i is not None and i not in ids:
+                ids.append(int(i))
+    return ids
+
+
+def load_model(
+    source: str,
+    *,
+    device: str = "cpu",
+    dtype: str | torch.dtype | None = "auto",
+    attn_implementation: str | None = None,
+    block_size: int | None = None,
+    mask_token: str = MASK_TOKEN,
+    local_files_only: bool | None = None,
+) -> LoadedModel:
+    """Load model and tokenizer from a Hub id, a local directory or a ``.gguf`` file.
+
+    ``block_size`` overrides the checkpoint's ``bd_size`` (default 32 when it has none).  Set
+    ``HF_HUB_OFFLINE=1`` (or ``local_files_only=True``) on machines without internet.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not source:
+        raise ValueError("model source is empty: give a Hub id, a local directory or a .gguf file")
+    if local_files_only is None:
+        local_files_only = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    torch_dtype = resolve_dtype(dtype, device)
+    attn = attn_implementation or default_attn_implementation(device)
+    directory, gguf_file = _split_gguf(source)
+    kw = {"local_files_only": local_files_only}
+    if gguf_file:
+        kw["gguf_file"] = gguf_file
+        config = None
+    else:
+        if not os.path.isdir(directory) and ("/" not in directory or directory.startswith((".", "/"))):
+            raise FileNotFoundError(f"model directory not found: {directory}")
+        config = load_config(directory, **kw)
+    tok_kw = dict(kw, trust_remote_code=False)
+    if config is not None:
+        tok_kw["config"] = config  # never let AutoTokenizer look at a remote-code config.json
+    tokenizer = AutoTokenizer.from_pretrained(directory, **tok_kw)
+    mkw = dict(kw, dtype=torch_dtype, attn_implementation=attn, trust_remote_code=False)
+    if config is not None:
+        mkw["config"] = config
+        if getattr(config, "model_type", None) == "qwen2":
+            from transformers import Qwen2ForCausalLM
+
+            model = Qwen2ForCausalLM.from_pretrained(directory, **mkw)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(directory, **mkw)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(directory, **mkw)
+    model.to(device).eval()
+    mask_id = ensure_mask_token(tokenizer, model, mask_token)
+    bd = block_size or getattr(model.config, "bd_size", None) or DEFAULT_BLOCK_SIZE
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, mask_token_id=mask_id, eos_token_ids=eos_ids(tokenizer, model),
+        block_size=int(bd), source=source,
+        info={"dtype": str(torch_dtype).replace("torch.", ""), "attn_implementation": attn, "device": str(device),
+              "gguf": bool(gguf_file)},
+    )

@@ -1,0 +1,89 @@
+"""Tiny offline models for the embedded default and the tests: a character tokenizer with a Qwen2.5-style
+chat template, and small Qwen2 configs.  Nothing here downloads anything."""
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+
+from .model import MASK_TOKEN
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", MASK_TOKEN]
+CHARS = list(string.printable.replace("\x0b", "").replace("\x0c", "").replace("\r", ""))
+
+# Qwen2.5's chat template, reduced to what the project uses (system / user / assistant turns).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def char_tokenizer():
+    """A character-level fast tokenizer (ids: specials 0-3, then printable ASCII) with a chat template."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>",
+        model_max_length=4096,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def tiny_qwen2_config(vocab_size: int = 128, hidden_size: int = 64, layers: int = 2, heads: int = 4,
+                      kv_heads: int = 2, intermediate_size: int | None = None, max_position_embeddings: int = 2048,
+                      tie_word_embeddings: bool = True, **extra):
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=kv_heads, intermediate_size=intermediate_size or 4 * hidden_size,
+        max_position_embeddings=max_position_embeddings, rope_theta=10000.0, tie_word_embeddings=tie_word_embeddings,
+        bos_token_id=None, eos_token_id=2, pad_token_id=0, **extra,
+    )
+
+
+def tiny_model(config=None, seed: int = 0, dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"):
+    """A randomly initialised Qwen2ForCausalLM (deterministic for ``seed``)."""
+    from transformers import Qwen2ForCausalLM
+
+    config = config or tiny_qwen2_config()
+    config._attn_implementation = attn_implementation
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).to(dtype).eval()
+    return model
+
+
+def write_tiny_checkpoint(path: str | Path, config=None, seed: int = 0, fast_dllm_format: bool = False,
+                          bd_size: int | None = None) -> Path:
+    """Write a random tiny Qwen2 checkpoint and the character tokenizer to ``path``.
+
+    ``fast_dllm_format=True`` writes the config the way the released Fast_dLLM_v2 checkpoints do
+    (``model_type: Fast_dLLM_Qwen``, ``architectures: [Fast_dLLM_QwenForCausalLM]``, ``bd_size``).
+    """
+    import json
+
+    path = Path(path)
+    model = tiny_model(config, seed=seed)
+    if bd_size is not None:
+        model.config.bd_size = bd_size
+    model.save_pretrained(path)
+    char_tokenizer().save_pretrained(path)
+    if fast_dllm_format:
+        cfg = json.loads((path / "config.json").read_text())
+        cfg.update(model_type="Fast_dLLM_Qwen", architectures=["Fast_dLLM_QwenForCausalLM"],
+                   auto_map={"AutoConfig": "configuration.Fast_dLLM_QwenConfig",
+                             "AutoModelForCausalLM": "modeling.Fast_dLLM_QwenForCausalLM"},
+                   bd_size=bd_size or 32)
+        (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path
