@@ -169,3 +169,57 @@ def test_cli_end_to_end_with_chat_prompts(tmp_path, capsys):
     assert float(rows[1]["speedup_vs_hf"]) == pytest.approx(float(rows[1]["tokens_per_s"]) / float(rows[0]["tokens_per_s"]))
     # chat template applied: the prompt is longer than the question
     assert float(rows[0]["prompt_len_mean"]) > len("Name a colour.") + 20
+
+
+# ----------------------------------------------------------------------------------------------------- roofline
+def test_weight_traffic_tied_and_untied():
+    from fastdllm_core.roofline import weight_traffic
+
+    m15 = random_model("qwen2.5-1.5b", device="meta", dtype="bfloat16").model
+    t = weight_traffic(m15)
+    assert t["tied_embeddings"] and t["bytes_per_param"] == 2
+    assert t["weight_bytes_per_forward"] == 2 * t["n_params"]  # tied table read whole as lm_head
+    m7 = random_model("qwen2.5-7b", device="meta", dtype="bfloat16").model
+    t7 = weight_traffic(m7)
+    assert not t7["tied_embeddings"]
+    assert t7["weight_bytes_per_forward"] == 2 * (t7["n_params"] - 152064 * 3584)  # input table only gathered
+
+
+def test_roofline_rows_math():
+    from types import SimpleNamespace
+
+    from fastdllm_core.roofline import roofline_rows, spec_bandwidth
+
+    traffic = {"weight_bytes_per_forward": 1e9, "bytes_per_param": 2, "n_params": 5e8, "tied_embeddings": True}
+    cfg = SimpleNamespace(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2)
+    rows = [{"mode": "ar", "baseline": "hf", "batch_size": "1", "tokens_per_s": "1500", "tokens_per_forward": "1",
+             "prompt_len_mean": "100", "max_new_tokens": "200"},
+            {"mode": "bd", "baseline": "bd", "batch_size": "1", "tokens_per_s": "6000", "tokens_per_forward": "3"}]
+    ar, bd = roofline_rows(rows, traffic, cfg, bandwidth_gbs=2000.0, bandwidth_source="given", spec_gbs=None)
+    assert ar["roofline_tokens_per_s"] == pytest.approx(2000.0)  # 2 TB/s / 1 GB per token
+    assert ar["fraction_of_roofline"] == pytest.approx(0.75)
+    assert bd["roofline_tokens_per_s"] == pytest.approx(6000.0) and bd["fraction_of_roofline"] == pytest.approx(1.0)
+    kv = 2 * 2 * 2 * 16 * (100 + 100) * 1 * 2  # 2 (K,V) x layers x kv heads x head_dim x context x batch x bytes
+    assert ar["kv_bytes_per_forward_mean"] == kv
+    assert ar["fraction_of_roofline_with_kv"] == pytest.approx(1500 / (2000e9 / (1e9 + kv)))
+    assert spec_bandwidth("NVIDIA H100 80GB HBM3") == 3350.0 and spec_bandwidth("NVIDIA H200") == 4800.0
+    assert spec_bandwidth("NVIDIA H100 PCIe") == 2000.0 and spec_bandwidth("AMD EPYC") is None
+
+
+def test_roofline_cli_on_a_bench_csv(tmp_path, capsys):
+    from fastdllm_core import roofline
+
+    b = tmp_path / "b.csv"
+    assert bench.main(["--model", "random:tiny", "--out", str(b), "--batch-sizes", "1", "--thresholds", "0.9",
+                       "--sub-block-sizes", "8", "--sub-block-cache", "off", "--ar-baselines", "hf",
+                       "--max-new-tokens", "8", "--repeats", "1", "--warmup", "0", "--no-profile", "--quiet",
+                       "--synthetic-prompts", "1", "--prompt-len", "8"]) == 0
+    r = tmp_path / "r.csv"
+    assert roofline.main(["--bench", str(b), "--out", str(r), "--bandwidth-gbs", "10"]) == 0
+    with open(r) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 and rows[0]["bandwidth_source"] == "given"
+    assert float(rows[0]["fraction_of_roofline"]) == pytest.approx(
+        float(rows[0]["tokens_per_s"]) * float(rows[0]["weight_bytes_per_forward"]) / 10e9)
+    assert roofline.main(["--bench", str(tmp_path / "none.csv"), "--out", str(r)]) == 2
+    assert roofline.measure_bandwidth("cpu", nbytes=1 << 22, iters=2) > 0

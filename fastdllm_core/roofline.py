@@ -1,0 +1,221 @@
+"""Memory-bandwidth roofline for the AR baseline and the block-diffusion decoder.
+
+At batch 1 a decoder forward is bound by reading the weights once from memory.  Per forward it reads
+
+* every parameter matrix of the transformer layers and the final norm,
+* the ``lm_head`` matrix whole (with tied embeddings that is the embedding table, read whole as the output
+  projection),
+* from the input embedding table only the rows of the tokens in the forward (a gather), not the whole table,
+* plus the KV cache of the context (reported separately: it grows with the context).
+
+Bound: ``tokens/s <= bandwidth / bytes_per_forward * tokens_per_forward * batch``.  For the AR baseline
+``tokens_per_forward = 1``; for the diffusion decoder it is its measured tokens per forward (the same weights are
+read once per forward whatever the number of tokens accepted), so its effective tokens/s is compared against the
+limit times its tokens per forward.  ``fraction_of_roofline`` = measured / bound.
+
+Bandwidth: given (``--bandwidth-gbs``), measured (a device-to-device copy on CUDA, a memory copy on CPU, counting
+read + write bytes), and, for known GPUs, the vendor's specification.  CPU rows say ``bandwidth_source =
+cpu_measured_copy``: a CPU roofline, not a GPU one.
+
+    python -m fastdllm_core.roofline --bench results/bench.csv --out results/roofline.csv --measure-bandwidth
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .provenance import NOT_AVAILABLE, run_metadata, write_csv_atomic
+
+# Vendor peak HBM bandwidths (GB/s, 1e9 bytes/s) by a substring of the CUDA device name; most specific first.
+SPEC_BANDWIDTH_GBS = [
+    ("H200", 4800.0), ("H100 NVL", 3900.0), ("H100 PCIe", 2000.0), ("H100", 3350.0),
+    ("A100-SXM4-80GB", 2039.0), ("A100 80GB PCIe", 1935.0), ("A100-PCIE-40GB", 1555.0),
+    ("A100-SXM4-40GB", 1555.0), ("L40S", 864.0), ("A10G", 600.0),
+]
+BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "float64": 8}
+
+
+def spec_bandwidth(device_name: str) -> float | None:
+    for key, bw in SPEC_BANDWIDTH_GBS:
+        if key.lower() in (device_name or "").lower():
+            return bw
+    return None
+
+
+def dtype_bytes(dtype) -> int:
+    name = str(dtype).replace("torch.", "")
+    if name not in BYTES:
+        raise ValueError(f"unknown dtype {dtype!r} for the roofline; expected one of {sorted(BYTES)}")
+    return BYTES[name]
+
+
+def weight_traffic(model, bytes_per_param: int | None = None) -> dict:
+    """Bytes of weights read per forward (see the module docstring), from a model (meta-device models work)."""
+    emb = model.get_input_embeddings().weight
+    head = model.get_output_embeddings().weight
+    tied = emb is head or (emb.device.type != "meta" and emb.data_ptr() == head.data_ptr())
+    params = {id(p): p for p in model.parameters()}  # shared tensors once
+    total = sum(p.numel() for p in params.values())
+    bpp = bytes_per_param or emb.element_size()
+    # the input table is gathered (a few rows), not read; lm_head is read whole.  Tied: the table appears once in
+    # parameters() and is read whole as lm_head, so every parameter counts; untied: all but the input table.
+    read_params = total if tied else total - emb.numel()
+    hidden = emb.shape[1]
+    return {"n_params": total, "embedding_params": emb.numel(), "lm_head_params": head.numel(),
+            "tied_embeddings": bool(tied), "bytes_per_param": bpp, "weight_bytes_per_forward": read_params * bpp,
+            "embedding_row_bytes": hidden * bpp}
+
+
+def kv_bytes(config, context_len: float, batch: int, bytes_per_el: int) -> float:
+    """Bytes of KV cache read by one forward over ``context_len`` cached positions for ``batch`` rows."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * context_len * batch * bytes_per_el
+
+
+def measure_bandwidth(device: str = "cpu", nbytes: int | None = None, iters: int = 10) -> float:
+    """Copy bandwidth in GB/s (1e9 B/s), counting the bytes read and written: ``2 * nbytes * iters / time``."""
+    dev = torch.device(device)
+    nbytes = nbytes or (1 << 30 if dev.type == "cuda" else 1 << 27)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
+    dst = torch.empty_like(src)
+    for _ in range(2):
+        dst.copy_(src)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize(dev)
+        secs = start.elapsed_time(end) / 1000.0
+    else:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dst.copy_(src)
+        secs = time.perf_counter() - t0
+    return 2 * src.numel() * 4 * iters / secs / 1e9
+
+
+def _f(v):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: float, bandwidth_source: str,
+                  spec_gbs: float | None = None) -> list[dict]:
+    """One roofline row per bench row (AR and diffusion), against the same bandwidth."""
+    out = []
+    for r in bench_rows:
+        tps, tpf, b = _f(r.get("tokens_per_s")), _f(r.get("tokens_per_forward")), int(float(r["batch_size"]))
+        if tps is None or tpf is None:
+            continue
+        wbytes = traffic["weight_bytes_per_forward"]
+        limit1 = bandwidth_gbs * 1e9 / wbytes  # forwards/s bound at batch 1, weights only
+        bound = limit1 * tpf * b
+        ctx = (_f(r.get("prompt_len_mean")) or 0.0) + (_f(r.get("max_new_tokens")) or 0.0) / 2
+        kvb = kv_bytes(config, ctx, b, traffic["bytes_per_param"])
+        bound_kv = bandwidth_gbs * 1e9 / (wbytes + kvb) * tpf * b
+        row = {k: r.get(k, "") for k in ("model", "model_label", "weights", "mode", "baseline", "batch_size",
+                                          "threshold", "sub_block_size", "use_sub_block_cache", "acceptance",
+                                          "forced_k", "prompt_set", "max_new_tokens", "tokens_per_s",
+                                          "tokens_per_forward", "git_commit", "device_type", "device_name")}
+        row.update(
+            n_params=traffic["n_params"], tied_embeddings=traffic["tied_embeddings"],
+            bytes_per_param=traffic["bytes_per_param"], weight_bytes_per_forward=wbytes,
+            kv_bytes_per_forward_mean=kvb, mean_context_len=ctx, bandwidth_gbs=bandwidth_gbs,
+            bandwidth_source=bandwidth_source, spec_bandwidth_gbs=spec_gbs if spec_gbs else NOT_AVAILABLE,
+            time_per_forward_s=1.0 / (tps / (tpf * b)), roofline_time_per_forward_s=wbytes / (bandwidth_gbs * 1e9),
+            roofline_tokens_per_s=bound, fraction_of_roofline=tps / bound,
+            roofline_tokens_per_s_with_kv=bound_kv, fraction_of_roofline_with_kv=tps / bound_kv,
+            fraction_of_spec_roofline=(tps / (spec_gbs * 1e9 / wbytes * tpf * b)) if spec_gbs else NOT_AVAILABLE,
+            note=("AR baseline: weight bytes per token / time per token vs bandwidth" if r.get("mode") == "ar"
+                  else "diffusion: effective tokens/s vs bandwidth limit x tokens per forward"),
+        )
+        out.append(row)
+    return out
+
+
+def model_for_traffic(source: str, dtype: str):
+    """A model skeleton for counting bytes: built on the meta device (no memory) except tiny/local configs."""
+    from .bench import random_model
+    from .model import load_config
+
+    if source.startswith("random:"):
+        return random_model(source.split(":", 1)[1], device="meta", dtype=dtype).model
+    from transformers import AutoModelForCausalLM
+
+    cfg = load_config(source)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fastdllm_core.roofline", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bench", required=True, help="a CSV written by `fastdllm bench`")
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", default=None, help="model source for the byte count (default: the CSV's model column)")
+    bw = p.add_mutually_exclusive_group()
+    bw.add_argument("--bandwidth-gbs", type=float, default=None, help="memory bandwidth to compare against (GB/s)")
+    bw.add_argument("--measure-bandwidth", action="store_true", help="measure a copy bandwidth on --device")
+    p.add_argument("--device", default=None, help="device for --measure-bandwidth (default: the CSV's device)")
+    p.add_argument("--modes", nargs="+", default=["ar", "bd"])
+    p.add_argument("--batch-sizes", nargs="+", type=int, default=None, help="keep only these batch sizes")
+    args = p.parse_args(argv)
+    path = Path(args.bench)
+    if not path.is_file():
+        print(f"roofline: error: bench CSV not found: {path}", file=sys.stderr)
+        return 2
+    if args.bandwidth_gbs is not None and args.bandwidth_gbs <= 0:
+        print(f"roofline: error: --bandwidth-gbs must be positive, got {args.bandwidth_gbs}", file=sys.stderr)
+        return 2
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f) if r["mode"] in args.modes]
+    if args.batch_sizes:
+        rows = [r for r in rows if int(r["batch_size"]) in args.batch_sizes]
+    if not rows:
+        print(f"roofline: error: no rows of modes {args.modes} in {path}", file=sys.stderr)
+        return 2
+    sources = {r["model"] for r in rows}
+    if args.model is None and len(sources) != 1:
+        print(f"roofline: error: the CSV holds several models {sorted(sources)}; pick one with --model", file=sys.stderr)
+        return 2
+    source = args.model or sources.pop()
+    rows = [r for r in rows if r["model"] == source] or rows
+    dtype = rows[0].get("dtype") or "float32"
+    model = model_for_traffic(source, dtype)
+    traffic = weight_traffic(model, dtype_bytes(dtype))
+    device = args.device or rows[0].get("device") or "cpu"
+    dev_name = rows[0].get("device_name", "")
+    spec = spec_bandwidth(dev_name) if rows[0].get("device_type") == "cuda" else None
+    if args.bandwidth_gbs is not None:
+        bw_gbs, source_bw = args.bandwidth_gbs, "given"
+    elif args.measure_bandwidth or spec is None:
+        bw_gbs = measure_bandwidth(device)
+        source_bw = "cuda_measured_d2d_copy" if device.startswith("cuda") else "cpu_measured_copy"
+    else:
+        bw_gbs, source_bw = spec, "vendor_spec"
+    out = roofline_rows(rows, traffic, model.config, bw_gbs, source_bw, spec)
+    meta = run_metadata(config={"bench": str(path), "model": source, "bandwidth_gbs": bw_gbs}, device=device)
+    out = [{**r, **{f"roofline_{k}": v for k, v in meta.items()}} for r in out]
+    write_csv_atomic(args.out, out)
+    for r in out:
+        if r["mode"] == "ar" and int(float(r["batch_size"])) == 1:
+            print(f"AR {r['baseline']} batch 1: {float(r['tokens_per_s']):.1f} tok/s = "
+                  f"{100 * r['fraction_of_roofline']:.1f}% of {r['roofline_tokens_per_s']:.1f} tok/s "
+                  f"({source_bw} {bw_gbs:.1f} GB/s, {r['weight_bytes_per_forward'] / 1e6:.1f} MB/forward)")
+    print(f"wrote {len(out)} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
