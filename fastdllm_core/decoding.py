@@ -19,13 +19,16 @@ Per block:
    dropped from the batch; the remaining rows' block is forwarded once more with a KV-cache write (the commit),
    whose last logit gives the first token of the next block.
 
-Sub-block cache (``use_sub_block_cache``, the paper's DualCache reuse): a step that starts a sub-block, or any
-step while the sub-block's first position is still masked in some row, forwards the whole block and keeps the
-keys/values of every block position (a *refresh*).  Other steps forward only the S tokens of the current
-sub-block: their fresh keys/values overwrite that sub-block's slots, while the other sub-blocks' slots keep the
-values of the last refresh (stale for positions unmasked since).  The prediction for the sub-block's first
-position is never needed in those steps (it is unmasked), so all shifted logits come from the sub-block itself.
-This is an approximation of the uncached decoder; ``bench`` measures its token agreement.
+Sub-block cache (``use_sub_block_cache``, the paper's DualCache reuse): the first step of every sub-block
+forwards the whole block (a *refresh*) and keeps the keys/values of every block position, and the logit that
+predicts the sub-block's first position.  Every later step of that sub-block forwards only its S tokens: their
+keys/values overwrite the sub-block's own slots, while the other sub-blocks' slots keep the values of the refresh,
+which were computed against the sub-block's tokens as they were at the refresh (stale once tokens of the sub-block
+have been unmasked since).  Predictions for positions s0+1 .. s0+S-1 come from the sub-block's own shifted
+logits; the first position s0, while still masked, keeps the refresh's logit.  Refreshing exactly once per
+sub-block (the reference implementation also refreshes while the first position is masked) makes a row's result
+independent of the batch it is decoded in.  It is an approximation of the uncached decoder; ``fastdllm bench``
+measures its token agreement.
 
 Exactness: with ``use_sub_block_cache=False`` the decoder equals :func:`bd_generate_reference`, which recomputes
 the whole sequence under the inference mask at every step, and with ``block_size=1`` it equals Hugging Face
@@ -358,27 +361,25 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
             fill0 = dec[:, 0] & (blk[:, 0] == mask_id)
             blk[:, 0] = torch.where(fill0, tok0, blk[:, 0])
         steps = 0
-        refresh_window = -1  # sub-block whose keys/values were last refreshed by a whole-block forward
+        refresh_window, head_logits = -1, None  # sub-block last refreshed by a whole-block forward
         while True:
             masked = blk == mask_id
             is_stop = torch.isin(blk, stop_t) & dec & ~masked
             first_stop = torch.where(is_stop, idx_D, D).amin(dim=1)
             cand_all = masked & dec & (idx_D[None] < first_stop[:, None])
-            work = cand_all.view(-1, n_sub, S).any(dim=2).any(dim=0)  # [n_sub]
-            head_masked = cand_all.view(-1, n_sub, S)[:, :, 0].any(dim=0)
-            host = torch.cat([work, head_masked]).tolist()
+            host = cand_all.view(-1, n_sub, S).any(dim=2).any(dim=0).tolist()  # sub-blocks with work left
             syncs += 1
-            if not any(host[:n_sub]):
+            if not any(host):
                 break
             w = host.index(True)
             s0 = w * S
             window = torch.zeros(D, dtype=torch.bool, device=device)
             window[s0:s0 + S] = True
             cand = cand_all & window[None]
-            if cfg.use_sub_block_cache and refresh_window == w and not host[n_sub + w]:
+            if cfg.use_sub_block_cache and refresh_window == w:
                 keep = torch.arange(0, S - 1, device=device)  # logits of s0 .. s0+S-2 -> predict s0+1 .. s0+S-1
                 logits = engine.sub_block(blk, s0, S, keep)
-                logits = torch.cat([logits[:, :1], logits], dim=1)  # slot for s0 (never a candidate here)
+                logits = torch.cat([head_logits[:, None], logits], dim=1)  # s0 keeps the refresh's prediction
                 count("sub_block")
             else:
                 lo = max(s0 - 1, 0)
@@ -387,7 +388,7 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
                 if s0 == 0:  # the prediction for the block's first position is the previous forward's
                     first = last_logits if last_logits is not None else logits[:, 0]
                     logits = torch.cat([first[:, None], logits], dim=1)
-                refresh_window = w
+                refresh_window, head_logits = w, logits[:, 0]
                 count("block")
             steps += 1
             tok, conf = _choose(logits, cfg, gen, mask_id)  # [B, S]
@@ -472,12 +473,14 @@ def bd_generate_reference(model, prompts, *, mask_token_id=None, stop_token_ids=
 # ----------------------------------------------------------------------------------------------------- AR
 @torch.no_grad()
 def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 256, pad_token_id: int | None = None,
-                baseline: str = "hf", compile: bool | None = None) -> GenerationOutput:
+                baseline: str = "hf", compile: bool | None = None,
+                suppress_token_ids: list[int] | None = None) -> GenerationOutput:
     """The autoregressive baseline: Hugging Face greedy ``generate`` on the same model, left-padded batches.
 
     ``baseline="hf"``: dynamic KV cache (the default ``generate``).  ``baseline="hf_static"``: static KV cache and,
     on CUDA (or when ``compile=True``), ``torch.compile`` of the decoding forward: the faster configuration a
     careful engineer would use.  Tokens are counted up to and including the first stop id.
+    ``suppress_token_ids`` (e.g. the mask token) are never generated, as in the diffusion decoder.
     """
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -516,6 +519,8 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     clock = _RowClock()
     gkw = dict(max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None, top_k=None,
                eos_token_id=stop_ids or None, pad_token_id=pad, stopping_criteria=StoppingCriteriaList([clock]))
+    if suppress_token_ids:
+        gkw["suppress_tokens"] = [int(t) for t in suppress_token_ids]
     if baseline == "hf_static":
         gkw["cache_implementation"] = "static"
         use_compile = device.type == "cuda" if compile is None else compile

@@ -1,0 +1,31 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+def make_tiny(seed=0, dtype=torch.float64, attn="sdpa", vocab_size=64, init_range=0.3, **cfg):
+    """A tiny random Qwen2 whose greedy outputs are diverse (large init range), mask token id 3, eos 2."""
+    from fastdllm_core.tiny import tiny_model, tiny_qwen2_config
+
+    config = tiny_qwen2_config(vocab_size=vocab_size, initializer_range=init_range, **cfg)
+    model = tiny_model(config, seed=seed, dtype=dtype, attn_implementation=attn)
+    model.config.mask_token_id = 3
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny64():
+    return make_tiny()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from fastdllm_core.tiny import char_tokenizer
+
+    return char_tokenizer()
