@@ -1,0 +1,37 @@
+# Fast-dLLM v2 reproduction DAG.
+#
+#   snakemake --cores all                          # = paper_figures on the embedded default (tiny, CPU, offline)
+#   snakemake --cores all --configfile config/paper.yaml --profile profiles/slurm   # paper scale
+#   snakemake --cores all table1_main              # one table (or any figure rule) alone
+#   snakemake --report results/report.html         # HTML report of the tables and figures
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# The embedded default is the base of every run; a --configfile overrides parts of it (config/ci.yaml) unless it
+# says `standalone: true` (config/paper.yaml), in which case it replaces it.
+if not config.get("standalone", False):
+
+    configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+
+
+rule paper_figures:
+    """Every table and figure of the paper, regenerated from real runs beside the paper's numbers."""
+    input:
+        ALL_TABLES,
+        ALL_FIGURES,
+        f"{RESULTS}/paper_values.csv",
+    default_target: True
+
+
+include: "workflow/rules/data.smk"
+include: "workflow/rules/training.smk"
+include: "workflow/rules/accuracy.smk"
+include: "workflow/rules/throughput.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/tables.smk"
+include: "workflow/rules/figures.smk"

@@ -1,0 +1,92 @@
+"""Reading the tidy results CSVs and selecting measurements from them."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+DECODE_KEYS = ("block_size", "sub_block_size", "threshold", "use_sub_block_cache")
+
+
+def load_csv(path) -> pd.DataFrame:
+    """A results CSV as a DataFrame (empty when the file does not exist or has no rows)."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return df
+
+
+def to_bool(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes", "on")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return False
+    return bool(v)
+
+
+def _num(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _matches(row, decode: dict) -> bool:
+    for k, want in decode.items():
+        if k not in row or want is None:
+            continue
+        got = row[k]
+        if k == "use_sub_block_cache":
+            if to_bool(got) != to_bool(want):
+                return False
+        else:
+            g, w = _num(got), _num(want)
+            if g is None or w is None or abs(g - w) > 1e-9:
+                return False
+    return True
+
+
+def select(df: pd.DataFrame, decode: dict | None = None, **equal) -> pd.DataFrame:
+    """Rows whose columns equal ``equal`` (strings compared as strings) and whose decode parameters match
+    ``decode`` (AR rows, ``mode == 'ar'``, ignore the decode filter)."""
+    if df.empty:
+        return df
+    mask = pd.Series(True, index=df.index)
+    for k, v in equal.items():
+        if k not in df.columns:
+            return df.iloc[0:0]
+        mask &= df[k].astype(str) == str(v)
+    out = df[mask]
+    if decode and not out.empty:
+        keep = [i for i, r in out.iterrows()
+                if str(r.get("mode", "bd")) == "ar" or _matches(r, decode)]
+        out = out.loc[keep]
+    return out
+
+
+def lookup(df: pd.DataFrame, value_col: str = "value", decode: dict | None = None, **equal):
+    """``(value, note)`` of the last matching measurement: value is None when there is none or when its
+    status is not ``ok`` (note then says why)."""
+    rows = select(df, decode, **equal)
+    if rows.empty and "metric" in equal:
+        # a task that could not run at all has one row with status != ok and no per-metric rows
+        rest = {k: v for k, v in equal.items() if k != "metric"}
+        failed = select(df, decode, **rest)
+        if not failed.empty and "status" in failed.columns:
+            failed = failed[failed["status"].astype(str) != "ok"]
+            if not failed.empty:
+                rows = failed
+    if rows.empty:
+        return None, "no measurement in the results CSV"
+    r = rows.iloc[-1]
+    status = str(r.get("status", "ok") or "ok")
+    if status != "ok":
+        note = str(r.get("note", "") or "").strip() or f"status {status}"
+        return None, note
+    v = _num(r.get(value_col))
+    if v is None:
+        return None, f"no numeric {value_col}"
+    return v, ""

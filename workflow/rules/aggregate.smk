@@ -1,0 +1,60 @@
+rule collect_accuracy:
+    """All accuracy measurements of this scale in one tidy CSV (one row per measurement)."""
+    input:
+        ACCURACY_CSVS,
+    output:
+        f"{R}/accuracy.csv",
+    log:
+        f"{LOGS}/collect_accuracy.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/collect.py"
+
+
+rule collect_throughput:
+    """All throughput measurements of this scale in one tidy CSV."""
+    input:
+        THROUGHPUT_CSVS,
+    output:
+        f"{R}/throughput.csv",
+    log:
+        f"{LOGS}/collect_throughput.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/collect.py"
+
+
+rule collect_training:
+    """Training curves of every model trained here (empty when only released checkpoints are used)."""
+    input:
+        [f"{R}/models/{m}/training_metrics.csv" for m in TRAINED],
+    output:
+        f"{R}/training_metrics.csv",
+    log:
+        f"{LOGS}/collect_training.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/collect.py"
+
+
+rule paper_values:
+    """The paper's numbers used by the tables and figures, with their sources."""
+    output:
+        f"{RESULTS}/paper_values.csv",
+    log:
+        f"{LOGS}/paper_values.log",
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../scripts/paper_values_csv.py"

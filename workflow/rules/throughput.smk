@@ -1,0 +1,22 @@
+rule bench:
+    """A throughput sweep (AR vs block diffusion); its runs are params, so changing one reruns this sweep only."""
+    input:
+        models=lambda wc: [p for m in dc.sweep_models(config, wc.sweep) for p in dc.model_inputs(config, m)],
+        data=task_inputs(config["bench"]["prompts_from"]),
+    output:
+        f"{R}/throughput/{{sweep}}.csv",
+    params:
+        runs=lambda wc: SWEEPS[wc.sweep],
+        sources=lambda wc: {m: dc.model_source(config, m) for m in dc.sweep_models(config, wc.sweep)},
+        prompts_task=config["bench"]["prompts_from"],
+        prompts_path=task_data(config["bench"]["prompts_from"]),
+        bench=config["bench"],
+    log:
+        f"{LOGS}/throughput/{{sweep}}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=model_runtime,
+        gpu=lambda wc: 1 if (GPU or wc.sweep == "gpu_batch") else 0,
+    script:
+        "../scripts/bench.py"

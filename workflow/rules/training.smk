@@ -1,0 +1,22 @@
+rule train_model:
+    """AR base / NTP baseline / block-diffusion recipes.  The checkpoint is protected; a killed run resumes from
+    the checkpoints under run/checkpoints (not a declared output, so Snakemake keeps them)."""
+    input:
+        data=train_files(),
+        init=lambda wc: dc.init_inputs(config, wc.model),
+    output:
+        final=protected(directory(f"{R}/models/{{model}}/run/final")),
+        metrics=f"{R}/models/{{model}}/training_metrics.csv",
+    params:
+        cfg=lambda wc: dc.training_config(config, wc.model, train_files()),
+        run_dir=lambda wc: f"{R}/models/{wc.model}/run",
+        recipe=lambda wc: config["models"][wc.model]["train"]["recipe"],
+    log:
+        f"{LOGS}/train/{{model}}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=lambda wc, attempt: (1440 if config["scale"].startswith("paper") else 30) * attempt,
+        gpu=GPU,
+    script:
+        "../scripts/train_model.py"

@@ -1,0 +1,39 @@
+"""Run a workflow script with stdout/stderr (progress bars included) going to its Snakemake log file."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import traceback
+
+
+@contextlib.contextmanager
+def logged(snakemake):
+    log = snakemake.log[0] if snakemake.log else None
+    threads = max(1, int(getattr(snakemake, "threads", 1) or 1))
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:  # pragma: no cover
+        pass
+    if not log:
+        yield
+        return
+    os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+    real_err = sys.stderr
+    with open(log, "w", buffering=1) as fh:
+        old_out, old_err = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = fh
+        logging.basicConfig(level=logging.INFO, stream=fh, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                            force=True)
+        try:
+            yield
+        except BaseException as exc:
+            traceback.print_exc(file=fh)
+            print(f"error in {snakemake.rule}: {exc} (log: {log})", file=real_err)
+            raise
+        finally:
+            sys.stdout, sys.stderr = old_out, old_err

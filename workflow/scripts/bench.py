@@ -1,0 +1,54 @@
+"""One throughput sweep through fastdllm_core.bench.run_sweep: each run of the sweep is one tidy row."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    from fastdllm_core import bench
+    from fastdllm_core.provenance import write_csv_atomic
+
+    import dagconfig as dc
+
+    sm = snakemake  # noqa: F821
+    p, config = sm.params, sm.config
+    device = dc.require_device(config)
+    if sm.wildcards.sweep == "gpu_batch" and device != "cuda":
+        raise RuntimeError("the gpu_batch sweep measures GPU throughput and needs CUDA; it is left out when gpu: false")
+    bcfg = p.bench
+    texts = bench.read_prompt_texts(p.prompts_path) if p.prompts_path else None
+    if not texts:
+        raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
+    texts = texts[: int(bcfg["num_prompts"])]
+    rows, by_model = [], {}
+    for run in p.runs:
+        by_model.setdefault(run["model"], []).append(run)
+    for model, runs in by_model.items():
+        bm = bench.load_bench_model(p.sources[model], device=device, dtype=config.get("dtype", "auto"),
+                                    label=config["models"][model].get("label", model), seed=int(config["seed"]))
+        prompts = bench.encode_prompts(bm.tokenizer, texts)
+        print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {p.prompts_path}")
+        for run in runs:
+            d = run["decode"]
+            cfg = bench.SweepConfig(
+                modes=(run["mode"],), ar_baselines=("hf",), thresholds=(float(d["threshold"]),),
+                sub_block_sizes=(int(d["sub_block_size"]),), sub_block_cache=(bool(d["use_sub_block_cache"]),),
+                batch_sizes=(int(run["batch_size"]),), block_size=int(d["block_size"]),
+                max_new_tokens=int(bcfg["max_new_tokens"]), grid="cross", warmup=int(bcfg.get("warmup", 1)),
+                repeats=int(bcfg.get("repeats", 1)), profile=False, seed=int(config["seed"]))
+            meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}
+            out = bench.run_sweep(bm, prompts, cfg=cfg, prompt_set=f"{p.prompts_task}[:{len(prompts)}]",
+                                  progress=True, meta_config=meta)
+            for r in out:
+                r.update(model_source=r["model"], model=model, sweep=sm.wildcards.sweep, scale=config["scale"])
+                if r["mode"] == "ar":  # AR rows carry the sweep's decode columns empty: they do not apply
+                    r.update(threshold="", sub_block_size="", use_sub_block_cache="")
+            rows += out
+            print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
+    # speed-up of every row over the AR reference model (roles.main_ar) at the same batch size, when measured here
+    ref = {r["batch_size"]: float(r["tokens_per_s"]) for r in rows
+           if r["model"] == config["roles"]["main_ar"] and r["mode"] == "ar"}
+    for r in rows:
+        b = ref.get(r["batch_size"])
+        r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / b if b else ""
+    write_csv_atomic(sm.output[0], rows)

@@ -1,0 +1,43 @@
+"""The case-study prompts answered by the model under test with the block-diffusion decoder (multi-turn: each
+turn conditioned on the model's own earlier answers)."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import dagconfig as dc
+    from fastdllm_core.decoding import DecodeConfig, bd_generate
+    from fastdllm_core.model import load_model
+    from fastdllm_core.provenance import run_metadata, write_csv_atomic
+
+    sm = snakemake  # noqa: F821
+    p, config = sm.params, sm.config
+    device = dc.require_device(config)
+    lm = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
+    decode = DecodeConfig(**p.decode, max_new_tokens=int(p.max_new_tokens)).validate()
+    meta = run_metadata({"kind": sm.wildcards.kind, "prompts": list(p.prompts), "decode": dict(p.decode)},
+                        seed=config["seed"], device=device)
+    prompts = list(p.prompts) if sm.wildcards.kind == "multi_turn" else None
+    convs = [[m] for m in p.prompts] if sm.wildcards.kind == "single_turn" else [list(p.prompts)]
+    rows = []
+    for ci, turns in enumerate(convs):
+        messages = []
+        for ti, text in enumerate(turns):
+            messages.append({"role": "user", "content": text})
+            ids = lm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            if hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            out = bd_generate(lm.model, [list(ids)], mask_token_id=lm.mask_token_id, stop_token_ids=lm.eos_token_ids,
+                              config=decode)
+            seq = [t for t in out.sequences[0] if t not in lm.eos_token_ids]
+            answer = lm.tokenizer.decode(seq, skip_special_tokens=True).strip()
+            messages.append({"role": "assistant", "content": answer})
+            st = out.stats
+            rows.append({"case": ci, "turn": ti + 1, "prompt": text, "response": answer,
+                         "prompt_source": "project prompt (the paper's case-study prompts are not available offline)",
+                         "model": p.model, "model_source": p.source, **p.decode,
+                         "generated_tokens": st.total_tokens, "nfe": st.nfe, "wall_time_s": round(st.wall_time_s, 4),
+                         "scale": config["scale"], **meta})
+            print(f"[{ci}.{ti + 1}] {text!r} -> {answer!r} ({st.total_tokens} tokens, {st.nfe} forwards)")
+    write_csv_atomic(sm.output[0], rows)

@@ -1,0 +1,18 @@
+"""Concatenate per-job tidy CSVs into one (rows kept as they are; columns: union in first-seen order)."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import csv
+
+    from fastdllm_core.provenance import write_csv_atomic
+
+    sm = snakemake  # noqa: F821
+    rows = []
+    for path in sm.input:
+        with open(path, newline="") as fh:
+            rows += list(csv.DictReader(fh))
+    write_csv_atomic(sm.output[0], rows)
+    print(f"{len(rows)} rows from {len(sm.input)} files -> {sm.output[0]}")

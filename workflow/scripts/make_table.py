@@ -1,0 +1,17 @@
+"""Render one table (Markdown + LaTeX) from the results CSVs."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import report_specs
+    from analysis.results_io import load_csv
+    from analysis.tables import write_table
+
+    sm = snakemake  # noqa: F821
+    inp = dict(sm.input.items())
+    t = report_specs.build_table(sm.params.name, sm.config, acc=load_csv(inp["acc"]) if "acc" in inp else None,
+                                 cases=load_csv(inp["cases"]) if "cases" in inp else None)
+    write_table(t, sm.output.md, sm.output.tex)
+    print(open(sm.output.md).read())

@@ -1,0 +1,32 @@
+"""Train one model (fastdllm_core.train.train); resumes from run/checkpoints when a previous run was killed."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import csv
+    from pathlib import Path
+
+    import yaml
+
+    import dagconfig as dc
+    from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
+
+    sm = snakemake  # noqa: F821
+    dc.require_device(sm.config)
+    cfg = sm.params.cfg
+    run_dir = Path(sm.params.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
+    from fastdllm_core.train import train
+
+    final = train(cfg, run_dir, progress=True)
+    print(f"final checkpoint: {final}")
+    with open(run_dir / "metrics.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        raise RuntimeError(f"{run_dir / 'metrics.csv'} has no rows")
+    rows = [{"model": sm.wildcards.model, "recipe": sm.params.recipe, **r} for r in rows]
+    write_csv_atomic(sm.output.metrics, rows)
