@@ -11,6 +11,7 @@ COMMANDS = {
     "train": ("fastdllm_core.train", "adapt a causal LM to block diffusion (or NTP fine-tune) from a YAML config"),
     "generate": ("fastdllm_core.generate_cli", "generate with the block-diffusion decoder or the AR baseline"),
     "bench": ("fastdllm_core.bench", "throughput sweep: AR vs block diffusion, one CSV row per configuration"),
+    "roofline": ("fastdllm_core.roofline", "memory-bandwidth roofline of AR and diffusion throughput rows"),
     "eval": ("fastdllm_core.evaluation.cli", "score a model on a task (lm-eval / EvalPlus / synthetic)"),
     "lm-eval": ("fastdllm_core.evaluation.lm_eval_cli", "lm-eval's own CLI with the fast_dllm_v2 model registered"),
 }

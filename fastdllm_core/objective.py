@@ -74,19 +74,22 @@ def bd_forward(model, input_ids: torch.Tensor, m: torch.Tensor, mask_token_id: i
     return model(input_ids=inp, position_ids=pos, use_cache=False, logits_to_keep=keep, **kw).logits
 
 
+def _ce_sum(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # cross-entropy in fp32 under bf16 training
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE,
+                           reduction="sum")
+
+
 def bd_loss_sum(model, input_ids, m, mask_token_id: int, block_size: int) -> tuple[torch.Tensor, int]:
     """Sum of CE over masked positions i >= 1 (target token i from the x_t logit at i-1), and their count."""
     logits = bd_forward(model, input_ids, m, mask_token_id, block_size)
     target = torch.where(m, input_ids, torch.full_like(input_ids, IGNORE))[:, 1:]
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
-                           ignore_index=IGNORE, reduction="sum")
-    return loss, int((target != IGNORE).sum())
+    return _ce_sum(logits, target), int((target != IGNORE).sum())
 
 
 def ntp_loss_sum(model, input_ids, labels) -> tuple[torch.Tensor, int]:
     """Plain causal next-token CE sum over label positions i >= 1, and their count."""
     logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1]
     target = labels[:, 1:]
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
-                           ignore_index=IGNORE, reduction="sum")
-    return loss, int((target != IGNORE).sum())
+    return _ce_sum(logits, target), int((target != IGNORE).sum())

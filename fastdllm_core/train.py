@@ -253,7 +253,10 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
     optimizer = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]),
                                   weight_decay=o["weight_decay"])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    # the scheduler is stepped once per optimiser step by this loop (accelerate's wrapper would step it once per
+    # process, assuming a sharded dataloader); it is registered so that checkpoints hold its state
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.register_for_checkpointing(scheduler)
     raw_model = accelerator.unwrap_model(model)
 
     start_step, tokens_seen = 0, 0
