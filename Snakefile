@@ -19,6 +19,13 @@ if not config.get("standalone", False):
 include: "workflow/rules/common.smk"
 
 
+wildcard_constraints:
+    model="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    task="[a-z0-9_]+",
+    sweep="[a-z0-9_]+",
+    kind="single_turn|multi_turn",
+
+
 rule paper_figures:
     """Every table and figure of the paper, regenerated from real runs beside the paper's numbers."""
     input:

@@ -20,6 +20,8 @@ rule evaluate:
     log:
         f"{LOGS}/accuracy/{{model}}/{{task}}.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
         runtime=model_runtime,
@@ -35,7 +37,7 @@ rule case_study:
     output:
         f"{R}/cases/{{kind}}.csv",
     params:
-        source=dc.model_source(config, config["roles"]["main_bd"]),
+        source=lambda wc: dc.model_source(config, config["roles"]["main_bd"]),
         model=config["roles"]["main_bd"],
         prompts=lambda wc: config["tables"]["cases"][wc.kind],
         decode=dc.base_decode(config),
@@ -43,6 +45,8 @@ rule case_study:
     log:
         f"{LOGS}/cases/{{kind}}.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
         runtime=model_runtime,

@@ -7,6 +7,8 @@ rule collect_accuracy:
     log:
         f"{LOGS}/collect_accuracy.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -23,6 +25,8 @@ rule collect_throughput:
     log:
         f"{LOGS}/collect_throughput.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -39,6 +43,8 @@ rule collect_training:
     log:
         f"{LOGS}/collect_training.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -53,6 +59,8 @@ rule paper_values:
     log:
         f"{LOGS}/paper_values.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=500,
         runtime=5,

@@ -1,4 +1,4 @@
-# Helpers shared by every rule file: config validation (schema + semantic checks), paths, resources.
+# Helpers shared by all the rules: config validation (schema + semantic checks), paths, resources.
 import os
 import sys
 
@@ -54,16 +54,21 @@ SYN_FILES = {
 }
 
 
-wildcard_constraints:
-    model="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    task="[a-z0-9_]+",
-    sweep="[a-z0-9_]+",
-    kind="single_turn|multi_turn",
-
-
 def train_files():
     files = [SYN_FILES["arith_train"], SYN_FILES["code_train"]] if SYN.get("enabled") else []
     return files + [dc.shared_path(config, f) for f in config["data"].get("train_files", [])]
+
+
+def train_inputs():
+    """Training files as Snakemake inputs: the synthetic ones, and external ones that exist (a missing external
+    file is reported by the training job itself before any work, so that the rest of the DAG stays runnable)."""
+    return [f for f in train_files() if f in SYN_FILES.values() or os.path.exists(f)]
+
+
+MISSING_TRAIN_FILES = [f for f in train_files() if f not in SYN_FILES.values() and not os.path.exists(f)]
+if MISSING_TRAIN_FILES and TRAINED:
+    print(f"warning: training data not found: {MISSING_TRAIN_FILES}; jobs that train "
+          f"({', '.join(TRAINED)}) will fail until it is provided (see README, 'Paper scale')", file=sys.stderr)
 
 
 def task_data(task):

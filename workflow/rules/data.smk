@@ -9,6 +9,8 @@ rule synthetic_data:
     log:
         f"{LOGS}/synthetic_data.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=10,

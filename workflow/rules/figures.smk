@@ -13,6 +13,8 @@ rule fig1a_throughput_vs_accuracy:
     log:
         f"{LOGS}/figures/fig1a_throughput_vs_accuracy.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -31,6 +33,8 @@ rule fig1b_throughput_batch:
     log:
         f"{LOGS}/figures/fig1b_throughput_batch.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -50,6 +54,8 @@ rule fig_threshold_gsm8k:
     log:
         f"{LOGS}/figures/fig_threshold_gsm8k.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -69,6 +75,8 @@ rule fig_gpu_batch_throughput:
     log:
         f"{LOGS}/figures/fig_gpu_batch_throughput.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -87,6 +95,8 @@ rule fig_subblock_accuracy:
     log:
         f"{LOGS}/figures/fig_subblock_accuracy.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -105,6 +115,8 @@ rule fig_subblock_throughput:
     log:
         f"{LOGS}/figures/fig_subblock_throughput.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -121,6 +133,8 @@ rule fig_attention_masks:
     log:
         f"{LOGS}/figures/fig_attention_masks.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,

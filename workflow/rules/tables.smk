@@ -13,6 +13,8 @@ rule table1_main:
     log:
         f"{LOGS}/tables/table1_main.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -32,6 +34,8 @@ rule table2_recipe_ablation:
     log:
         f"{LOGS}/tables/table2_recipe_ablation.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -51,6 +55,8 @@ rule table3_subblock_size:
     log:
         f"{LOGS}/tables/table3_subblock_size.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -70,6 +76,8 @@ rule table4_block_size_mismatch:
     log:
         f"{LOGS}/tables/table4_block_size_mismatch.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -88,6 +96,8 @@ rule table5_case_single_turn:
     log:
         f"{LOGS}/tables/table5_case_single_turn.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -106,6 +116,8 @@ rule table6_case_multi_turn:
     log:
         f"{LOGS}/tables/table6_case_multi_turn.log",
     threads: 1
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=5,

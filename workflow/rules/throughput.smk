@@ -9,11 +9,13 @@ rule bench:
         runs=lambda wc: SWEEPS[wc.sweep],
         sources=lambda wc: {m: dc.model_source(config, m) for m in dc.sweep_models(config, wc.sweep)},
         prompts_task=config["bench"]["prompts_from"],
-        prompts_path=task_data(config["bench"]["prompts_from"]),
+        prompts_path=lambda wc: task_data(config["bench"]["prompts_from"]),
         bench=config["bench"],
     log:
         f"{LOGS}/throughput/{{sweep}}.log",
     threads: workflow.cores
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
         runtime=model_runtime,

@@ -2,7 +2,7 @@ rule train_model:
     """AR base / NTP baseline / block-diffusion recipes.  The checkpoint is protected; a killed run resumes from
     the checkpoints under run/checkpoints (not a declared output, so Snakemake keeps them)."""
     input:
-        data=train_files(),
+        data=train_inputs(),
         init=lambda wc: dc.init_inputs(config, wc.model),
     output:
         final=protected(directory(f"{R}/models/{{model}}/run/final")),
@@ -14,6 +14,8 @@ rule train_model:
     log:
         f"{LOGS}/train/{{model}}.log",
     threads: workflow.cores
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
         runtime=lambda wc, attempt: (1440 if config["scale"].startswith("paper") else 30) * attempt,

@@ -16,6 +16,10 @@ with logged(snakemake):  # noqa: F821
     sm = snakemake  # noqa: F821
     dc.require_device(sm.config)
     cfg = sm.params.cfg
+    missing = [f for f in cfg["data"]["train_files"] if not Path(f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "
+                                "JSONL files ({'messages': [...]} or {'prompt', 'response'} rows)")
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))

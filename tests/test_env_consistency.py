@@ -1,0 +1,32 @@
+"""environment.yml and pyproject.toml declare the same dependencies (names and version specifiers)."""
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _norm(req: str) -> tuple[str, str]:
+    m = re.match(r"^\s*([A-Za-z0-9_.\-\[\]]+)\s*(.*)$", req)
+    assert m, req
+    return m[1].lower().replace("_", "-"), m[2].replace(" ", "")
+
+
+def test_environment_matches_pyproject():
+    py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    pip = [p for p in pip if not p.startswith("-e")]
+    assert dict(map(_norm, py)) == dict(map(_norm, pip))
+    py_req = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert f"python{py_req}" in env["dependencies"]
+
+
+def test_ci_script_installs_pinned_torch_first_and_runs_readme_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci
+    assert ci.index("torch==2.13.0") < ci.index("pip install -e .")
+    assert "python -m pytest -q" in ci
+    assert "python -m pytest -q" in (ROOT / "README.md").read_text()
