@@ -367,9 +367,13 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
             is_stop = torch.isin(blk, stop_t) & dec & ~masked
             first_stop = torch.where(is_stop, idx_D, D).amin(dim=1)
             cand_all = masked & dec & (idx_D[None] < first_stop[:, None])
-            host = cand_all.view(-1, n_sub, S).any(dim=2).any(dim=0).tolist()  # sub-blocks with work left
+            # one device-to-host copy per step: which sub-blocks still have work, and which rows are finished
+            # (a stop id with everything before it decoded, or the budget used up by this block)
+            done = ~cand_all.any(dim=1) & ((first_stop < D) | (limits_t <= b0 + D))
+            host = torch.cat([cand_all.view(-1, n_sub, S).any(dim=2).any(dim=0), done]).tolist()
             syncs += 1
-            if not any(host):
+            done_host = host[n_sub:]
+            if not any(host[:n_sub]):
                 break
             w = host.index(True)
             s0 = w * S
@@ -401,11 +405,6 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
             blk[:, s0:s0 + S] = torch.where(unmask, tok, blk[:, s0:s0 + S])
         steps_per_block.append(steps)
         x[:, b0:b0 + D] = blk
-        # rows finished by a stop id (everything before it decoded) or by their budget
-        is_stop = torch.isin(blk, stop_t) & dec
-        done = is_stop.any(dim=1) | (limits_t <= b0 + D)
-        done_host = done.tolist()
-        syncs += 1
         now = time.perf_counter()
         if any(done_host):
             for j, d in enumerate(done_host):
