@@ -166,8 +166,9 @@ def fig_threshold_gsm8k(acc, thr, spec: dict, scale: str, png, pdf):
 
 
 # ------------------------------------------------------------------------------------------------------- GPU batch
-def fig_gpu_batch_throughput(thr, spec: dict, png, pdf):
-    """AR vs block diffusion by batch size, one panel per GPU type found in rows with device_type == 'cuda'."""
+def fig_gpu_batch_throughput(thr, spec: dict, png, pdf) -> list[str]:
+    """AR vs block diffusion by batch size, one panel per GPU type found in rows with device_type == 'cuda';
+    returns the GPU names drawn (empty: the figure says there are no GPU results)."""
     gpu = thr[thr["device_type"].astype(str) == "cuda"] if not thr.empty and "device_type" in thr.columns else thr.iloc[0:0]
     names = list(dict.fromkeys(gpu["device_name"].astype(str))) if not gpu.empty else []
     fig, axes = plt.subplots(1, max(1, len(names)), figsize=(5.5 * max(1, len(names)), 4.2), squeeze=False)
@@ -180,7 +181,7 @@ def fig_gpu_batch_throughput(thr, spec: dict, png, pdf):
         _empty(axes[0][0], "\n".join(lines))
         axes[0][0].set_title("AR vs block diffusion by batch size (GPU)")
         save(fig, png, pdf)
-        return
+        return []
     for ax, name in zip(axes[0], names):
         g = gpu[gpu["device_name"].astype(str) == name]
         ar = select(g, None, mode="ar", model=spec["ar_model"])
@@ -205,6 +206,7 @@ def fig_gpu_batch_throughput(thr, spec: dict, png, pdf):
         h2, l2 = ax2.get_legend_handles_labels()
         ax.legend(h1 + h2, l1 + l2, fontsize=7)
     save(fig, png, pdf)
+    return names
 
 
 # ------------------------------------------------------------------------------------------------------ sub-block
