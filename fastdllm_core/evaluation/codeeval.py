@@ -1,0 +1,172 @@
+"""Code generation for HumanEval(+) / MBPP(+) / the synthetic code task, scored by EvalPlus out of process.
+
+Datasets (EvalPlus form: ``task_id, prompt, canonical_solution, entry_point, base_input, plus_input, atol``):
+
+* ``humaneval``: ``data_path`` or ``$HUMANEVAL_OVERRIDE_PATH`` (EvalPlus' own variable), else the original
+  HumanEval file at ``../shared/data/humaneval/HumanEval.jsonl.gz`` (``$FASTDLLM_HUMANEVAL_PATH`` overrides it),
+  else EvalPlus' download of HumanEval+ when online.  A file without ``plus_input`` (original HumanEval) is
+  converted and scored **base-only**: the plus row is reported as ``n/a``, never as a plus score.
+* ``mbpp``: ``data_path`` or ``$MBPP_OVERRIDE_PATH``, else EvalPlus' download when online.
+* ``synth_code``: ``data_path`` (``code_test.jsonl.gz`` from :func:`.synthetic.write_suite`, or its directory)
+  or ``$FASTDLLM_SYNTH_CODE_PATH``.
+
+Prompts (``prompt_style``): ``paper`` = EvalPlus' chat prompt for instruct models (its instruction prefix, the
+problem in a fenced block, and the assistant turn opened with its response prefix and a ```python fence), via
+``evalplus.provider.utility.make_raw_chat_prompt``; ``plain`` = the problem prompt as the user turn.  For
+``synth_code`` ``paper`` means the suite's own convention, which is ``plain`` (see :mod:`.synthetic`);
+``evalplus`` forces EvalPlus' prompt there.  Completions go through ``evalplus.sanitize(text, entry_point)``.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import TaskUnavailable, offline, shared_dir
+
+EVALPLUS_INSTRUCTION = ("Please provide a self-contained Python script that solves the following problem in a "
+                        "markdown code block:")
+EVALPLUS_RESPONSE = ("Below is a Python script with a self-contained function that solves the problem and passes "
+                     "corresponding tests:")
+
+
+def read_jsonl(path) -> list[dict]:
+    path = str(path)
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rt") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _worker(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "fastdllm_core.evaluation.evalplus_worker", *args]
+    full_env = {**os.environ, **env, "TOKENIZERS_PARALLELISM": "false"}
+    try:
+        proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"EvalPlus worker exceeded its {timeout:.0f} s limit: {' '.join(cmd)}") from exc
+    if proc.returncode != 0:
+        raise RuntimeError(f"EvalPlus worker failed (rc={proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def resolve_dataset(task: str, data_path, work_dir: Path) -> tuple[Path, bool, str]:
+    """(EvalPlus-form file, plus inputs available, description of the source)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if task == "synth_code":
+        p = data_path or os.environ.get("FASTDLLM_SYNTH_CODE_PATH")
+        if not p:
+            raise TaskUnavailable("synth_code needs its test file: pass data_path=<suite dir>/code_test.jsonl.gz "
+                                  "(written by fastdllm_core.evaluation.synthetic.write_suite) or set "
+                                  "FASTDLLM_SYNTH_CODE_PATH")
+        p = Path(p)
+        if p.is_dir():
+            p = p / "code_test.jsonl.gz"
+        if not p.is_file():
+            raise TaskUnavailable(f"synth_code test file not found: {p} (write it with synthetic.write_suite; "
+                                  "pass data_path= or set FASTDLLM_SYNTH_CODE_PATH)")
+        return p, True, f"synthetic suite {p}"
+    env_var = "HUMANEVAL_OVERRIDE_PATH" if task == "humaneval" else "MBPP_OVERRIDE_PATH"
+    p = data_path or os.environ.get(env_var)
+    source = f"data_path {p}" if data_path else f"${env_var}={p}"
+    if not p and task == "humaneval":
+        cand = os.environ.get("FASTDLLM_HUMANEVAL_PATH") or str(shared_dir() / "data/humaneval/HumanEval.jsonl.gz")
+        if Path(cand).is_file():
+            p, source = cand, f"original HumanEval {cand}"
+    if p:
+        p = Path(p)
+        if not p.is_file():
+            raise TaskUnavailable(f"{task} dataset not found at {p} ({source}); fix data_path= or ${env_var}")
+        rows = read_jsonl(p)
+        if not rows:
+            raise TaskUnavailable(f"{task} dataset {p} is empty")
+        if "plus_input" in rows[0] and rows[0]["plus_input"]:
+            return p, True, source
+        if task == "mbpp":
+            raise TaskUnavailable(f"{p} has no EvalPlus inputs (plus_input); MBPP needs the MbppPlus file "
+                                  "(set MBPP_OVERRIDE_PATH to MbppPlus-*.jsonl)")
+        out = work_dir / "humaneval_base_only.jsonl"
+        if "base_input" in rows[0]:
+            out.write_text("".join(json.dumps({**r, "plus_input": []}) + "\n" for r in rows))
+        else:
+            _worker(["convert-humaneval", "--src", str(p), "--out", str(out)], {}, timeout=600)
+        return out, False, source + " (no plus inputs: base tests only)"
+    # EvalPlus' own download (HumanEval+ / MBPP+), only when online
+    if offline():
+        raise TaskUnavailable(f"{task}: offline and no local dataset; set {env_var} to the EvalPlus "
+                              f"{'HumanEvalPlus' if task == 'humaneval' else 'MbppPlus'} jsonl (or pass data_path=)"
+                              + (", or FASTDLLM_HUMANEVAL_PATH to the original HumanEval.jsonl.gz for base-only"
+                                 if task == "humaneval" else ""))
+    try:
+        import socket
+
+        old = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(30)
+        try:
+            from evalplus.data import get_human_eval_plus, get_mbpp_plus
+            from evalplus.data.humaneval import _ready_human_eval_plus_path
+            from evalplus.data.mbpp import _ready_mbpp_plus_path
+
+            path = _ready_human_eval_plus_path() if task == "humaneval" else _ready_mbpp_plus_path()
+            (get_human_eval_plus if task == "humaneval" else get_mbpp_plus)()
+        finally:
+            socket.setdefaulttimeout(old)
+    except Exception as exc:  # noqa: BLE001 - turned into a clear reason
+        raise TaskUnavailable(f"{task}: EvalPlus could not download its dataset ({type(exc).__name__}: {exc}); "
+                              f"set {env_var} to a local copy") from exc
+    return Path(path), True, f"EvalPlus download {path}"
+
+
+def build_prompt(problem: dict, tokenizer, style: str, task: str) -> str:
+    if style == "paper" and task == "synth_code":
+        style = "plain"
+    if style in ("paper", "evalplus"):
+        from evalplus.provider.utility import make_raw_chat_prompt
+
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(f"prompt_style={style!r} needs a tokenizer with a chat template")
+        return make_raw_chat_prompt(problem["prompt"], EVALPLUS_INSTRUCTION, EVALPLUS_RESPONSE, tokenizer)
+    if style == "plain":
+        return tokenizer.apply_chat_template([{"role": "user", "content": problem["prompt"]}], tokenize=False,
+                                             add_generation_prompt=True)
+    raise ValueError(f"unknown prompt_style {style!r} for {task}; choose from paper, evalplus, plain")
+
+
+def extract_code(text: str, entry_point: str) -> tuple[str, bool]:
+    """(sanitized code, whether it defines ``entry_point``).  Text after a closing fence is dropped."""
+    from evalplus.sanitize import sanitize
+
+    if "```" in text and "```python" not in text and text.count("```") == 1:
+        text = text.split("```")[0]  # the prompt opened the fence; the answer closes it
+    code = sanitize(text, entry_point)
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, False
+    has = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry_point for n in tree.body)
+    return code, has
+
+
+def score(dataset_file: Path, task: str, solutions: list[dict], work_dir: Path, base_only: bool,
+          min_time_limit: float = 1.0, gt_time_limit_factor: float = 4.0, memory_limit_mb: int = 4096,
+          parallel: int = 1) -> list[dict]:
+    """EvalPlus statuses for ``solutions`` (``task_id``, ``solution``), computed in a subprocess."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    samples = work_dir / "evalplus_samples.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": s["task_id"], "solution": s["solution"]}) + "\n"
+                               for s in solutions))
+    out = work_dir / "evalplus_results.json"
+    dataset = "mbpp" if task == "mbpp" else "humaneval"
+    env = {"HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH": str(dataset_file),
+           "EVALPLUS_MAX_MEMORY_BYTES": str(int(memory_limit_mb) * 1024 * 1024)}
+    args = ["score", "--dataset", dataset, "--samples", str(samples), "--out", str(out),
+            "--min-time-limit", str(min_time_limit), "--gt-time-limit-factor", str(gt_time_limit_factor),
+            "--parallel", str(parallel)]
+    if base_only:
+        args.append("--base-only")
+    _worker(args, env, timeout=120 + 2 * 65 * len(solutions) / max(parallel, 1))
+    return json.loads(out.read_text())["results"]

@@ -1,0 +1,281 @@
+"""The lm-eval model ``fast_dllm_v2``: the project's block-diffusion decoder (or the AR baseline) behind
+lm-eval's ``LM`` interface.
+
+Every decoding option is a ``model_args`` key::
+
+    lm_eval --model fast_dllm_v2 --model_args pretrained=PATH,mode=bd,threshold=0.9,sub_block_size=8,...
+
+Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar``), ``block_size``,
+``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``, ``temperature``, ``top_p``,
+``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``, ``ar_baseline`` (``hf`` | ``hf_static``),
+``loglikelihood_method`` (``first_token`` | ``chain``), ``max_length``.
+
+generate_until
+    Requests are grouped by their generation kwargs, sorted by prompt length (longest first) and decoded in
+    batches.  Generation stops at the tokenizer's EOS ids (``<|im_end|>``); lm-eval's ``until`` strings are then
+    applied to the text (the continuation is cut at the first one).  ``max_new_tokens`` comes from ``model_args``
+    (the decoding option under test); a task's ``max_gen_toks`` is recorded but does not override it.
+
+loglikelihood (multiple-choice tasks)
+    ``first_token`` (default, the reference implementation's method): the context followed by one ``[MASK]`` is
+    forwarded under the block-diffusion inference mask (block-causal, bidirectional inside the last, partial
+    block); the log-probability of the *first continuation token* at the mask (read from the previous position's
+    logit, the shifted-label convention) is the score, and ``is_greedy`` says whether it is the argmax.  Later
+    continuation tokens are ignored: for MMLU/GPQA letter answers (one token after the space) this is the full
+    continuation.  ``chain`` scores every continuation token ``k`` by forwarding ``context + cont[:k] + [MASK]``
+    (one forward per token) and sums.  In ``mode=ar`` the usual causal log-likelihood of the whole
+    continuation (one causal forward) is used.
+
+Throughput: :attr:`FastDLLMv2.gen_stats` keeps the decoder's own :class:`GenerationStats` of every batch
+(tokens up to and including EOS; synchronised generation wall time, tokenisation excluded).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+
+import torch
+from tqdm import tqdm
+
+from ..decoding import DecodeConfig, ar_generate, bd_generate
+from ..model import LoadedModel, load_model
+
+log = logging.getLogger(__name__)
+
+try:  # lm-eval is a hard dependency of the project, but keep the module importable for docs tooling
+    from lm_eval.api.model import LM
+    from lm_eval.api.registry import register_model
+except ImportError as exc:  # pragma: no cover
+    raise ImportError("lm-eval is required for fastdllm_core.evaluation (pip install lm-eval)") from exc
+
+MODEL_NAME = "fast_dllm_v2"
+LL_METHODS = ("first_token", "chain")
+
+
+def _as_bool(v) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", "none", ""):
+        return False
+    raise ValueError(f"expected a boolean, got {v!r}")
+
+
+def _opt_int(v):
+    return None if v is None or str(v).lower() in ("none", "") else int(v)
+
+
+def _merge_cli_config(args: dict, extra: dict | None) -> None:
+    """Take lm-eval's own ``--batch_size``/``--device`` unless model_args set them; lm-eval's default device
+    ``cuda`` falls back to ``cpu`` on machines without CUDA."""
+    for k, v in (extra or {}).items():
+        if v is None or k not in ("batch_size", "device") or k in args:
+            continue
+        if k == "device" and str(v).startswith("cuda") and not torch.cuda.is_available():
+            log.warning("lm-eval asked for device %s but CUDA is not available: using cpu", v)
+            v = "cpu"
+        args[k] = v
+
+
+@register_model(MODEL_NAME)
+class FastDLLMv2(LM):
+    def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
+                 sub_block_size=8, threshold=0.9, use_sub_block_cache=False, max_new_tokens=256, temperature=0.0,
+                 top_p=1.0, seed=None, batch_size=8, device="cpu", dtype="auto", attn_implementation=None,
+                 ar_baseline="hf", loglikelihood_method="first_token", max_length=None, **unknown):
+        super().__init__()
+        if unknown:
+            raise ValueError(f"unknown fast_dllm_v2 model_args {sorted(unknown)}; valid keys: pretrained, mode, "
+                             "block_size, sub_block_size, threshold, use_sub_block_cache, max_new_tokens, "
+                             "temperature, top_p, seed, batch_size, device, dtype, attn_implementation, ar_baseline, "
+                             "loglikelihood_method, max_length")
+        if mode not in ("bd", "ar"):
+            raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
+        if loglikelihood_method not in LL_METHODS:
+            raise ValueError(f"loglikelihood_method must be one of {LL_METHODS}, got {loglikelihood_method!r}")
+        if ar_baseline not in ("hf", "hf_static"):
+            raise ValueError(f"ar_baseline must be 'hf' or 'hf_static', got {ar_baseline!r}")
+        bs = str(batch_size)
+        if bs.startswith("auto"):
+            raise ValueError("batch_size=auto is not supported by fast_dllm_v2: give an integer")
+        self.batch_size = int(bs)
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size!r}")
+        self.mode = mode
+        self.ar_baseline = ar_baseline
+        self.ll_method = loglikelihood_method
+        # validate the decoding options before loading anything
+        self.decode = DecodeConfig(
+            block_size=_opt_int(block_size) or 32, sub_block_size=int(sub_block_size), threshold=float(threshold),
+            use_sub_block_cache=_as_bool(use_sub_block_cache), max_new_tokens=int(max_new_tokens),
+            temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed)).validate()
+        if model is None:
+            if not pretrained:
+                raise ValueError("fast_dllm_v2 needs model_args pretrained=<hub id | directory | .gguf file>")
+            model = load_model(str(pretrained), device=str(device), dtype=dtype,
+                               attn_implementation=attn_implementation, block_size=_opt_int(block_size))
+        self.lm = model
+        if _opt_int(block_size) is None:  # the checkpoint's bd_size is the default block size
+            self.decode.block_size = int(model.block_size)
+            self.decode.validate()
+        self.tokenizer = model.tokenizer
+        self._device = model.model.device
+        self._max_length = _opt_int(max_length)
+        self.gen_stats = []  # GenerationStats of every generate batch
+        self.requested_max_gen_toks: set = set()
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string, additional_config=None):
+        """lm-eval's CLI passes ``batch_size``/``device`` separately; ``model_args`` keys take precedence."""
+        from lm_eval.utils import simple_parse_args_string
+
+        args = simple_parse_args_string(arg_string)
+        _merge_cli_config(args, additional_config)
+        return cls(**args)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict, additional_config=None):
+        args = dict(arg_dict)
+        _merge_cli_config(args, additional_config)
+        return cls(**args)
+
+    # ------------------------------------------------------------------------------------------ properties
+    @property
+    def model_info(self) -> dict:
+        return {"source": self.lm.source, "mode": self.mode, **asdict(self.decode),
+                "ar_baseline": self.ar_baseline, "loglikelihood_method": self.ll_method}
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "") or self.lm.source).replace("/", "__")
+
+    def chat_template(self, chat_template=False):
+        return getattr(self.tokenizer, "chat_template", None)
+
+    def apply_chat_template(self, chat_history, add_generation_prompt=True) -> str:
+        return self.tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt)
+
+    def tok_encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    # ------------------------------------------------------------------------------------------ generation
+    def generate_texts(self, prompts: list[str], disable_tqdm: bool = False, desc: str = "generate") -> list[str]:
+        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS)."""
+        enc = [self.tok_encode(p) for p in prompts]
+        for i, e in enumerate(enc):
+            if not e:
+                raise ValueError(f"prompt {i} encodes to no tokens")
+        order = sorted(range(len(enc)), key=lambda i: -len(enc[i]))
+        out: list[str | None] = [None] * len(enc)
+        stop = self.lm.eos_token_ids
+        bar = tqdm(total=len(enc), disable=disable_tqdm, desc=f"{desc} ({self.mode})")
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            batch = [enc[i] for i in idx]
+            if self._max_length:
+                batch = [b[-self._max_length:] for b in batch]
+            if self.mode == "ar":
+                res = ar_generate(self.lm.model, batch, stop_token_ids=stop,
+                                  max_new_tokens=self.decode.max_new_tokens, baseline=self.ar_baseline,
+                                  pad_token_id=self.tokenizer.pad_token_id)
+            else:
+                res = bd_generate(self.lm.model, batch, mask_token_id=self.lm.mask_token_id, stop_token_ids=stop,
+                                  config=self.decode)
+            self.gen_stats.append(res.stats)
+            for i, seq in zip(idx, res.sequences):
+                seq = [t for t in seq if t not in stop]
+                out[i] = self.tokenizer.decode(seq, skip_special_tokens=True)
+            bar.update(len(idx))
+        bar.close()
+        return out  # type: ignore[return-value]
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        groups: dict[str, list[int]] = {}
+        for i, req in enumerate(requests):
+            _, kw = req.args
+            groups.setdefault(repr(sorted((kw or {}).items(), key=lambda kv: kv[0])), []).append(i)
+        results: list[str | None] = [None] * len(requests)
+        for key, idx in groups.items():
+            kw = dict(requests[idx[0]].args[1] or {})
+            until = kw.get("until") or []
+            if isinstance(until, str):
+                until = [until]
+            if "max_gen_toks" in kw:
+                self.requested_max_gen_toks.add(int(kw["max_gen_toks"]))
+            texts = self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm)
+            for i, text in zip(idx, texts):
+                for u in until:
+                    if u and u in text:
+                        text = text[: text.index(u)]
+                results[i] = text
+                self.cache_hook.add_partial("generate_until", requests[i].args, text)
+        return results  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------------------------------ likelihood
+    def _pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        # move trailing spaces of the context onto the continuation (lm-eval's convention)
+        n_space = len(context) - len(context.rstrip())
+        if n_space:
+            continuation = context[-n_space:] + continuation
+            context = context[:-n_space]
+        whole = self.tok_encode(context + continuation)
+        ctx = self.tok_encode(context)
+        cont = whole[len(ctx):]
+        if whole[: len(ctx)] != ctx or not cont:  # tokenisation merged across the boundary
+            cont = self.tok_encode(continuation)
+        if not ctx:
+            raise ValueError("loglikelihood with an empty context is not supported by fast_dllm_v2")
+        if not cont:
+            raise ValueError(f"continuation {continuation!r} encodes to no tokens")
+        return ctx, cont
+
+    @torch.no_grad()
+    def _bd_logprobs_at_mask(self, seqs: list[list[int]]) -> torch.Tensor:
+        """log-softmax of the prediction for the trailing [MASK] of every sequence ``prefix + [MASK]``."""
+        from ..masks import attention_kwargs, inference_spec
+
+        model, D = self.lm.model, self.decode.block_size
+        out = []
+        for s in seqs:  # one row at a time: sequences differ in length and so in block layout
+            ids = torch.tensor([s], device=self._device)
+            n = ids.shape[1]
+            pos = torch.arange(n, device=self._device)[None]
+            kw = attention_kwargs(model, inference_spec(D, 0), n, n)
+            logits = model(input_ids=ids, position_ids=pos, use_cache=False, **kw).logits[0, n - 2]
+            out.append(torch.log_softmax(logits.float(), dim=-1))
+        return torch.stack(out)
+
+    @torch.no_grad()
+    def _ar_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
+        ids = torch.tensor([ctx + cont], device=self._device)
+        logits = self.lm.model(input_ids=ids, use_cache=False).logits[0, len(ctx) - 1: -1].float()
+        lp = torch.log_softmax(logits, dim=-1)
+        tgt = torch.tensor(cont, device=self._device)
+        score = lp.gather(1, tgt[:, None]).sum().item()
+        greedy = bool((lp.argmax(-1) == tgt).all().item())
+        return score, greedy
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        mask = self.lm.mask_token_id
+        res = []
+        for req in tqdm(requests, disable=disable_tqdm, desc=f"loglikelihood ({self.mode}, {self.ll_method})"):
+            context, continuation = req.args
+            ctx, cont = self._pair(context, continuation)
+            if self.mode == "ar":
+                score, greedy = self._ar_loglik(ctx, cont)
+            else:
+                steps = cont[:1] if self.ll_method == "first_token" else cont
+                lps = self._bd_logprobs_at_mask([ctx + cont[:k] + [mask] for k in range(len(steps))])
+                tgt = torch.tensor(steps, device=lps.device)
+                score = lps.gather(1, tgt[:, None]).sum().item()
+                greedy = bool((lps.argmax(-1) == tgt).all().item())
+            res.append((score, greedy))
+            self.cache_hook.add_partial("loglikelihood", req.args, (score, greedy))
+        return res
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        raise NotImplementedError("fast_dllm_v2 does not implement loglikelihood_rolling (perplexity tasks); "
+                                  "none of the paper's tasks uses it")

@@ -1,0 +1,278 @@
+"""``run_task``: score one model on one task and write deterministic result files.
+
+Files in ``out_dir``: ``results.json`` (configuration, metrics, prompt, source, throughput), ``samples.jsonl``
+(one line per item: prompt used, raw output, extracted answer, target, correct/status) and ``accuracy.csv``
+(tidy rows, one per metric, with :func:`~fastdllm_core.provenance.run_metadata` columns).
+
+Throughput columns come from the decoder's own :class:`~fastdllm_core.decoding.GenerationStats`: tokens up to
+and including EOS summed over all batches, divided by the summed synchronised generation wall time
+(tokenisation, scoring and lm-eval's bookkeeping excluded).  Multiple-choice tasks (loglikelihood) generate
+nothing: their throughput columns are empty.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ..decoding import DecodeConfig
+from ..model import LoadedModel, load_model
+from ..provenance import run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
+from . import PROMPT_STYLES, TASKS, TaskUnavailable
+
+log = logging.getLogger(__name__)
+
+CODE_TASKS = ("synth_code", "humaneval", "mbpp")
+ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "status", "note", "mode", "block_size",
+               "sub_block_size", "threshold", "use_sub_block_cache", "max_new_tokens", "prompt_style", "num_fewshot",
+               "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
+               "nfe"]
+
+
+def _check_args(task, mode, prompt_style, batch_size, limit):
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+    if mode not in ("bd", "ar"):
+        raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt_style {prompt_style!r}; choose from {', '.join(PROMPT_STYLES)}")
+    if prompt_style == "boxed" and task not in ("gsm8k", "synth_arith"):
+        raise ValueError(f"prompt_style 'boxed' applies to gsm8k and synth_arith, not {task!r}")
+    if prompt_style == "evalplus" and task not in CODE_TASKS:
+        raise ValueError(f"prompt_style 'evalplus' applies to code tasks, not {task!r}")
+    if not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if limit is not None and (not isinstance(limit, int) or limit <= 0):
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+
+
+def _throughput(stats: list) -> dict:
+    if not stats:
+        return {"total_tokens": "", "wall_time_s": "", "tokens_per_s": "", "tokens_per_forward": "", "nfe": ""}
+    tokens = sum(s.total_tokens for s in stats)
+    wall = sum(s.wall_time_s for s in stats)
+    row_nfe = sum(sum(s.row_nfe) for s in stats)
+    return {"total_tokens": tokens, "wall_time_s": round(wall, 6),
+            "tokens_per_s": round(tokens / wall, 4) if wall > 0 else "",
+            "tokens_per_forward": round(tokens / row_nfe, 4) if row_nfe else "",
+            "nfe": sum(s.nfe for s in stats)}
+
+
+def _jsonable(x):
+    try:
+        json.dumps(x)
+        return x
+    except TypeError:
+        return str(x)
+
+
+# ------------------------------------------------------------------------------------------------ lm-eval
+def _metric_name(key: str) -> tuple[str, str] | None:
+    if "_stderr" in key or "," not in key:
+        return None
+    metric, flt = key.split(",", 1)
+    short = {"strict-match": "strict", "flexible-extract": "flexible", "none": ""}.get(flt, flt)
+    return (f"{metric}_{short}" if short else metric), flt
+
+
+def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    import lm_eval
+
+    specs, info = __import__("fastdllm_core.evaluation.tasks", fromlist=["x"]).build_lm_eval_tasks(
+        task, data_path, prompt_style)
+    try:
+        res = lm_eval.simple_evaluate(
+            model=lm, tasks=specs, limit=limit, apply_chat_template=True, fewshot_as_multiturn=True,
+            log_samples=True, task_manager=info["task_manager"], random_seed=seed, numpy_random_seed=seed,
+            torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
+    except (ConnectionError, OSError, FileNotFoundError) as exc:
+        raise TaskUnavailable(f"{task}: its dataset could not be loaded ({type(exc).__name__}: {exc}); pass "
+                              f"data_path= with a local copy") from exc
+    except Exception as exc:  # noqa: BLE001 - dataset errors from `datasets` have many types
+        text = f"{type(exc).__name__}: {exc}"
+        if any(w in text.lower() for w in ("gated", "offline", "connection", "couldn't reach", "401", "403",
+                                           "doesn't exist on the hub", "not found on the hugging face")):
+            raise TaskUnavailable(f"{task}: dataset unavailable ({text[:400]}); pass data_path= with a local "
+                                  "copy" + (" (GPQA is gated on the Hub: accept its terms and set HF_TOKEN)"
+                                            if task == "gpqa" else "")) from exc
+        raise
+    leaves = list(res["results"])
+    n_by_task = {t: res.get("n-samples", {}).get(t, {}).get("effective") for t in leaves}
+    samples, metrics, by_doc, no_answer = [], {}, {}, {}
+    for t in leaves:
+        for s in res["samples"].get(t, []):
+            flt = s.get("filter", "none")
+            rec = by_doc.get((t, s.get("doc_id")))
+            if rec is None:
+                rec = by_doc[(t, s.get("doc_id"))] = {
+                    "task": t, "doc_id": s.get("doc_id"),
+                    "prompt": _jsonable(s["arguments"][0][0]) if s.get("arguments") else None,
+                    "raw_output": _jsonable(_raw(s.get("resps"))),
+                    "target": _jsonable(s.get("target")), "extracted": {}, "correct": {}}
+                samples.append(rec)
+            ext = _jsonable(s.get("filtered_resps", [None])[0] if s.get("filtered_resps") else None)
+            rec["extracted"][flt] = ext
+            rec["correct"][flt] = {m: _jsonable(s[m]) for m in s.get("metrics", []) if m in s}
+            if isinstance(ext, str) and (ext == "[invalid]" or not ext.strip()):
+                no_answer[flt] = no_answer.get(flt, 0) + 1
+        for key, val in res["results"][t].items():
+            mk = _metric_name(key)
+            if mk is None or not isinstance(val, (int, float)):
+                continue
+            metrics.setdefault(mk, []).append((float(val), n_by_task.get(t) or 0))
+    # groups: micro average over subtasks weighted by item count (lm-eval's weight_by_size aggregation)
+    rows = []
+    for (metric, flt), vals in metrics.items():
+        n = sum(w for _, w in vals)
+        v = sum(x * w for x, w in vals) / n if n else float("nan")
+        note = (f"{no_answer[flt]} of {n} answers had no extractable answer (scored wrong)"
+                if no_answer.get(flt) else "")
+        rows.append({"metric": metric, "value": 100.0 * v, "n": n, "filter": flt, "note": note})
+    prompts_used = {t: res["configs"][t].get("doc_to_text") for t in leaves}
+    fewshot = {t: res["configs"][t].get("num_fewshot") for t in leaves}
+    extra = {"source": info["source"], "lm_eval_configs": {t: _jsonable(res["configs"][t]) for t in leaves},
+             "prompt_template": prompts_used, "num_fewshot": fewshot, "n_no_answer": no_answer}
+    return rows, samples, extra
+
+
+# ------------------------------------------------------------------------------------------------ EvalPlus
+def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict):
+    from . import codeeval
+
+    ds_file, has_plus, source = codeeval.resolve_dataset(task, data_path, out_dir / "evalplus")
+    problems = codeeval.read_jsonl(ds_file)
+    problems.sort(key=lambda r: _task_sort_key(r["task_id"]))
+    if limit:
+        problems = problems[:limit]
+    prompts = [codeeval.build_prompt(p, lm.tokenizer, prompt_style, task) for p in problems]
+    texts = lm.generate_texts(prompts, desc=task)
+    sols, samples = [], []
+    for p, prompt, text in zip(problems, prompts, texts):
+        code, has_fn = codeeval.extract_code(text, p["entry_point"])
+        sols.append({"task_id": p["task_id"], "solution": code})
+        samples.append({"task": task, "task_id": p["task_id"], "prompt": prompt, "raw_output": text,
+                        "extracted": code, "has_entry_point": has_fn})
+    statuses = codeeval.score(ds_file, task, sols, out_dir / "evalplus", base_only=not has_plus, **code_opts)
+    for s, st in zip(samples, statuses):
+        assert s["task_id"] == st["task_id"]
+        s.update(base_status=st["base_status"], plus_status=st["plus_status"], correct=st["base_pass"],
+                 correct_plus=st["plus_pass"])
+    n = len(samples)
+    no_code = sum(1 for s in samples if not s["has_entry_point"])
+    base = 100.0 * sum(bool(s["correct"]) for s in samples) / n
+    rows = [{"metric": "pass@1_base", "value": base, "n": n, "filter": "evalplus.sanitize"}]
+    if has_plus:
+        plus = 100.0 * sum(bool(s["correct_plus"]) for s in samples) / n
+        rows.append({"metric": "pass@1_plus", "value": plus, "n": n, "filter": "evalplus.sanitize"})
+    else:
+        rows.append({"metric": "pass@1_plus", "value": "", "n": n, "filter": "evalplus.sanitize", "status": "n/a",
+                     "note": "plus inputs not available in this dataset: base tests only"})
+    extra = {"source": source, "dataset_file": str(ds_file), "plus_available": has_plus, "n_no_code": no_code,
+             "prompt_template": {"style": prompt_style, "first_prompt": prompts[0] if prompts else None},
+             "num_fewshot": 0, "scoring": {"min_time_limit": code_opts.get("min_time_limit", 1.0),
+                                           "gt_time_limit_factor": code_opts.get("gt_time_limit_factor", 4.0),
+                                           "memory_limit_mb": code_opts.get("memory_limit_mb", 4096)}}
+    return rows, samples, extra
+
+
+def _raw(resps):
+    if isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list) and len(resps[0]) == 1:
+        return resps[0][0]
+    return resps
+
+
+def check_data(task: str, data_path, out_dir) -> None:
+    """Resolve a local task's data (raises :class:`TaskUnavailable` naming the fix); Hub tasks are checked
+    when lm-eval loads them."""
+    if task in CODE_TASKS:
+        from .codeeval import resolve_dataset
+
+        resolve_dataset(task, data_path, Path(out_dir) / "evalplus")
+    elif task in ("gsm8k", "synth_arith"):
+        from .tasks import resolve_gsm8k_path
+
+        resolve_gsm8k_path(task, data_path)
+
+
+def _task_sort_key(tid: str):
+    head, _, tail = str(tid).rpartition("/")
+    return (head, int(tail)) if tail.isdigit() else (head, 0, tail)
+
+
+# ------------------------------------------------------------------------------------------------ run_task
+def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None = None, batch_size: int = 8,
+             limit: int | None = None, out_dir, data_path=None, prompt_style: str = "paper",
+             model_label: str | None = None, seed: int = 0, extra: dict | None = None, device: str = "cpu",
+             ar_baseline: str = "hf", code_opts: dict | None = None) -> list[dict]:
+    """Score ``model`` (a source string or a :class:`LoadedModel`) on ``task``; write the result files.
+
+    Raises :class:`TaskUnavailable` when the task's data cannot be loaded here (the message names the fix),
+    ``ValueError`` for bad arguments (before any model is loaded).  ``extra`` is added to every row and to
+    ``results.json``.  ``code_opts``: ``min_time_limit``, ``gt_time_limit_factor``, ``memory_limit_mb``,
+    ``parallel`` for EvalPlus.
+    """
+    _check_args(task, mode, prompt_style, batch_size, limit)
+    decode = (decode or DecodeConfig()).validate()
+    code_opts = dict(code_opts or {})
+    bad = set(code_opts) - {"min_time_limit", "gt_time_limit_factor", "memory_limit_mb", "parallel"}
+    if bad:
+        raise ValueError(f"unknown code_opts {sorted(bad)}")
+    out_dir = Path(out_dir)
+    check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
+    from .lm_model import FastDLLMv2
+
+    loaded = model if isinstance(model, LoadedModel) else load_model(str(model), device=device,
+                                                                    block_size=None)
+    lm = FastDLLMv2(model=loaded, mode=mode, block_size=decode.block_size, sub_block_size=decode.sub_block_size,
+                    threshold=decode.threshold, use_sub_block_cache=decode.use_sub_block_cache,
+                    max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, top_p=decode.top_p,
+                    seed=decode.seed, batch_size=batch_size, ar_baseline=ar_baseline)
+    t0 = time.perf_counter()
+    if task in CODE_TASKS:
+        rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
+    else:
+        rows, samples, info = _run_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+    elapsed = time.perf_counter() - t0
+    thr = _throughput(lm.gen_stats)
+    source = loaded.source
+    label = model_label or Path(source.rstrip("/")).name or source
+    cfg = {"task": task, "mode": mode, "decode": asdict(decode), "batch_size": batch_size, "limit": limit,
+           "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
+           "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {}}
+    meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
+    fewshot = info.get("num_fewshot")
+    if isinstance(fewshot, dict):
+        fewshot = sorted(set(fewshot.values()))[0] if len(set(fewshot.values())) == 1 else json.dumps(fewshot)
+    notes = []
+    if task in CODE_TASKS and info.get("n_no_code"):
+        notes.append(f"{info['n_no_code']} of {len(samples)} answers had no {'function'} (scored wrong)")
+    out_rows = []
+    for r in rows:
+        row = {"model": source, "model_label": label, "task": task, "metric": r["metric"],
+               "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
+               r["value"], "n": r["n"], "status": r.get("status", "ok"),
+               "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
+               "block_size": decode.block_size if mode == "bd" else "",
+               "sub_block_size": decode.sub_block_size if mode == "bd" else "",
+               "threshold": decode.threshold if mode == "bd" else "",
+               "use_sub_block_cache": decode.use_sub_block_cache if mode == "bd" else "",
+               "max_new_tokens": decode.max_new_tokens, "prompt_style": prompt_style, "num_fewshot": fewshot,
+               "data_source": info["source"], "batch_size": batch_size, **thr, "filter": r.get("filter", ""),
+               **{k: v for k, v in (extra or {}).items()}, **meta}
+        out_rows.append(row)
+    cols = ROW_COLUMNS + ["filter"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
+        [c for c in meta if c not in ROW_COLUMNS]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / "samples.jsonl", "".join(json.dumps(s, sort_keys=True, default=str) + "\n"
+                                                          for s in samples))
+    write_json_atomic(out_dir / "results.json", {
+        "config": cfg, "metrics": rows, "throughput": thr, "throughput_method":
+            "tokens up to and including EOS / synchronised generation wall time (decoder GenerationStats)",
+        "elapsed_s": round(elapsed, 3), "metadata": meta, "info": {k: v for k, v in info.items()},
+        "requested_max_gen_toks": sorted(lm.requested_max_gen_toks)})
+    write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
+    return out_rows
