@@ -50,8 +50,13 @@ def test_synth_arith_through_lm_eval(setup, tmp_path):
     assert [r["metric"] for r in csv_rows] == [r["metric"] for r in rows]
     samples = [json.loads(line) for line in open(tmp_path / "samples.jsonl")]
     assert len(samples) == 3
-    assert all(s["prompt"].startswith("<|im_start|>system") and "Question: " in s["prompt"] and
-               s["prompt"].endswith("Answer:<|im_end|>\n<|im_start|>assistant\n") for s in samples)
+    tests = [json.loads(line) for line in open(suite["arith_test"])]
+    for s in samples:  # exactly what the SFT rows train: GSM8K's doc_to_text as the user turn of the chat template
+        q = tests[s["doc_id"]]["question"]
+        want = model.tokenizer.apply_chat_template(
+            [{"role": "user", "content": synthetic.ARITH_PROMPT.format(question=q)}], tokenize=False,
+            add_generation_prompt=True)
+        assert s["prompt"] == want
     assert all({"strict-match", "flexible-extract"} <= set(s["extracted"]) for s in samples)
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["config"]["task"] == "synth_arith" and res["info"]["prompt_template"]["synth_arith"].startswith(

@@ -12,6 +12,7 @@ location overridable by a local file, and the synthetic arithmetic task over loc
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -25,7 +26,9 @@ HUB_HINT = {"minerva_math": "EleutherAI/hendrycks_math", "ifeval": "google/IFEva
             "gpqa": "Idavidrein/gpqa (gated: accept its terms on the Hub and set HF_TOKEN)"}
 
 
+@functools.lru_cache(maxsize=1)
 def _task_manager():
+    """lm-eval's task index (built once per process: indexing every task YAML takes seconds)."""
     from lm_eval.tasks import TaskManager
 
     return TaskManager()
@@ -106,8 +109,8 @@ def resolve_gsm8k_path(task: str, data_path) -> Path | None:
 
 def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") -> tuple[list, dict]:
     """(task specs for ``lm_eval.simple_evaluate``, info about the source and prompt)."""
-    tm = _task_manager()
     if task in ("gsm8k", "synth_arith"):
+        tm = _task_manager()
         path = resolve_gsm8k_path(task, data_path)
         if path is None:  # Hub: lm-eval's own gsm8k with the paper's zero-shot setting
             cfg = official_config(tm, "gsm8k")
@@ -123,15 +126,17 @@ def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") 
                          "already asks for \\boxed answers in its few-shot format; use prompt_style='paper'")
     if prompt_style != "paper":
         raise ValueError(f"prompt_style {prompt_style!r} is not defined for {task}; use 'paper'")
+    tm = None
     name = LM_EVAL_NAME[task]
-    leaves = leaf_tasks(tm, name)
     if data_path is None and offline():
         raise TaskUnavailable(
             f"{task}: the Hugging Face Hub is off (HF_DATASETS_OFFLINE/HF_HUB_OFFLINE) and no local copy was given; "
             f"pass data_path= (a JSONL file with the columns of {HUB_HINT[task]}"
-            + (f", or a directory of <subtask>.jsonl for the {len(leaves)} subtasks" if len(leaves) > 1 else "")
+            + (", or a directory of <subtask>.jsonl, one per subtask" if task in ("mmlu", "minerva_math") else "")
             + ")" + ("; MATH and IFEval also need lm-eval's extras (pip install 'lm-eval[math,ifeval]')"
                      if task in ("minerva_math", "ifeval") else ""))
+    tm = _task_manager()
+    leaves = leaf_tasks(tm, name)
     specs = []
     for leaf in leaves:
         cfg = official_config(tm, leaf)
