@@ -129,6 +129,19 @@ def eos_ids(tokenizer, model=None) -> list[int]:
     return ids
 
 
+def _load_tokenizer(directory: str, gguf_file: str | None, kw: dict):
+    """AutoTokenizer, except for a plain ``tokenizers`` backend (the tiny character tokenizer): AutoTokenizer
+    would pick the model type's class (Qwen2Tokenizer) and re-normalise it, dropping whitespace tokens."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    tc = Path(directory) / "tokenizer_config.json"
+    if not gguf_file and tc.is_file():
+        cls = json.loads(tc.read_text()).get("tokenizer_class")
+        if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return PreTrainedTokenizerFast.from_pretrained(directory, local_files_only=kw.get("local_files_only"))
+    return AutoTokenizer.from_pretrained(directory, **kw)
+
+
 def load_model(
     source: str,
     *,
@@ -164,7 +177,7 @@ def load_model(
     tok_kw = dict(kw, trust_remote_code=False)
     if config is not None:
         tok_kw["config"] = config  # never let AutoTokenizer look at a remote-code config.json
-    tokenizer = AutoTokenizer.from_pretrained(directory, **tok_kw)
+    tokenizer = _load_tokenizer(directory, gguf_file, tok_kw)
     mkw = dict(kw, dtype=torch_dtype, attn_implementation=attn, trust_remote_code=False)
     if config is not None:
         mkw["config"] = config

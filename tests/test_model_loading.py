@@ -64,3 +64,13 @@ def test_unknown_dtype():
 
     with pytest.raises(ValueError, match="unknown dtype 'fp7'"):
         resolve_dtype("fp7", "cpu")
+
+
+def test_saved_char_tokenizer_round_trips(tmp_path):
+    from fastdllm_core.tiny import char_tokenizer
+
+    write_tiny_checkpoint(tmp_path)
+    lm = load_model(str(tmp_path))
+    text = "<|im_start|>user\nQ: 9 * 5 = 45\tok|<MASK>|<|im_end|>"
+    assert lm.tokenizer.encode(text) == char_tokenizer().encode(text)
+    assert lm.tokenizer.decode(lm.tokenizer.encode(text)) == text
