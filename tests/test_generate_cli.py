@@ -59,7 +59,7 @@ def test_plain_text_output(ckpt, capsys):
     assert generate_cli.main(["--model", ckpt, "--prompt", "Hi", "--max-new-tokens", "8", "--ignore-eos",
                               "--sub-block-cache"]) == 0
     cap = capsys.readouterr()
-    assert len(cap.out.rstrip("\n")) >= 1 and "tokens/forward" in cap.err and "[bd] 8 tokens" in cap.err
+    assert cap.out.endswith("\n") and len(cap.out) >= 2 and "tokens/forward" in cap.err and "[bd] 8 tokens" in cap.err
 
 
 @pytest.mark.parametrize("argv, msg", [
