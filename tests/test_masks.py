@@ -80,6 +80,7 @@ def test_flex_equals_dense():
     torch.testing.assert_close(out_i, ref_i, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_flex_equals_dense_cuda():  # pragma: no cover - GPU only
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
