@@ -278,10 +278,9 @@ class _ReferenceEngine:
         return self.model(input_ids=seq, position_ids=pos, use_cache=False, **kw).logits[:, n - blk.shape[1]:]
 
     def prefill(self, x, n):
+        logits = self._full(x[:, :n])
         self.context = x[:, :n]
-        return self._full(x[:, :0])[:, -1] if False else self.model(
-            input_ids=x[:, :n], position_ids=torch.arange(n, device=x.device)[None].expand(x.shape[0], -1),
-            use_cache=False, **attention_kwargs(self.model, inference_spec(self.D, 0), n, n)).logits[:, -1]
+        return logits[:, -1]
 
     def block(self, blk, keep):
         logits = self._full(blk)
