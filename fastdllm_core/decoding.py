@@ -376,9 +376,6 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
                 break
             w = host.index(True)
             s0 = w * S
-            window = torch.zeros(D, dtype=torch.bool, device=device)
-            window[s0:s0 + S] = True
-            cand = cand_all & window[None]
             if cfg.use_sub_block_cache and refresh_window == w:
                 keep = torch.arange(0, S - 1, device=device)  # logits of s0 .. s0+S-2 -> predict s0+1 .. s0+S-1
                 logits = engine.sub_block(blk, s0, S, keep)
@@ -395,9 +392,8 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
                 count("block")
             steps += 1
             tok, conf = _choose(logits, cfg, gen, mask_id)  # [B, S]
-            c = cand[:, s0:s0 + S]
-            conf = torch.where(c, conf.to(torch.float64 if conf.dtype == torch.float64 else torch.float32),
-                               -1.0)
+            c = cand_all[:, s0:s0 + S]  # candidates of the current sub-block
+            conf = torch.where(c, conf, -1.0)  # _choose already works in fp32 (fp64 for fp64 models)
             best = conf.argmax(dim=1)
             force = torch.zeros_like(c).scatter_(1, best[:, None], True) & c.any(dim=1, keepdim=True)
             unmask = (c & (conf > cfg.threshold)) | force
