@@ -20,6 +20,7 @@ same global batch.  Multi-process through ``accelerate launch`` (DDP; DeepSpeed 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import csv
 import json
@@ -297,7 +298,7 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
         for k, j in enumerate(my_micros):
             ids, lab, m = (v.to(accelerator.device) if v is not None else None for v in views[j])
             last = k == len(my_micros) - 1
-            ctx = accelerator.no_sync(model) if (world > 1 and not last) else _null()
+            ctx = accelerator.no_sync(model) if (world > 1 and not last) else contextlib.nullcontext()
             with ctx, accelerator.autocast():
                 if recipe["objective"] == "bd":
                     ls, _ = obj.bd_loss_sum(model, ids, m, mask_id, D)
@@ -338,14 +339,6 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
         _save_final(raw_model, tok, cfg, recipe, output_dir, meta)
     accelerator.wait_for_everyone()
     return final
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _save_final(model, tok, cfg, recipe, output_dir: Path, meta: dict) -> None:
