@@ -1,110 +1,282 @@
 """The paper's own numbers (Fast-dLLM v2, arXiv 2509.26328), as data, each with its table/figure id and source.
 
-Only values found in public sources are recorded; anything else is *missing* and is rendered as
-``n/a (paper value not available offline)`` -- never guessed.  Sources are ranked: the authors' own pages
-(``nvlabs_readme``, ``project_page``) or the issue text quoting the paper (``issue5``) first; third-party
-summaries of the paper (``papernotes``, ``summary_31343239756``) only for values the authors' pages do not show.
+Tables 1-4 are transcribed in full from the paper: every printed cell of every row and column (173 numeric
+accuracy cells, plus the 7 cells of Table 1 that the paper prints as "-").  A "-" is a value the paper does *not*
+give; it is recorded explicitly in :data:`NOT_GIVEN` and rendered as :data:`NOT_GIVEN_TEXT`, distinct from a value
+this file simply does not hold (:data:`MISSING_TEXT`).  Each Table 1 row also carries the paper's printed label and
+its "#Params" (:class:`PaperRow`); row ids are this project's (the configs' ``paper_row``), the printed label is
+the paper's.  Every printed Avg. is the mean of its row's nine cells to rounding, except SmolLM 2's (40.7
+printed, 40.18 from its cells), which is kept as printed.
+
+Figure values are the numbers the paper's text and captions quote (Figures 1(a), 4, 5; the abstract's headline
+speed-up); Figure 5/6 statements without a number are kept as paraphrased :data:`FINDINGS`.  Only where the paper's
+text gives no number is a value taken from the authors' own project page, and it says so (Figure 1(b)'s 102.5 and
+217.5 tokens/s).  Nothing here reads the paper at run time: the numbers are transcribed by hand and checked by
+``tests/test_paper_values.py`` against a second, independent transcription.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 MISSING_TEXT = "n/a (paper value not available offline)"
+NOT_GIVEN_TEXT = "- (not given in the paper)"
 
+PAPER = "the paper (arXiv 2509.26328)"
 SOURCES = {
-    "nvlabs_readme": "NVlabs/Fast-dLLM v2/README.md, 'Benchmark Results' table "
-                     "(https://github.com/NVlabs/Fast-dLLM/tree/main/v2)",
-    "project_page": "NVlabs/Fast-dLLM v2/index.html, 'Throughput Comparison' text "
-                    "(https://nvlabs.github.io/Fast-dLLM/v2)",
-    "issue5": "issue #5 (quoted from the paper)",
-    "papernotes": "third-party paper note: https://en.papernotes.org/ICLR2026/llm_efficiency/"
-                  "fast-dllm_v2_efficient_block-diffusion_llm/ (tables transcribed from the paper)",
-    "summary_31343239756": "third-party paper summary of arXiv 2509.26328 (public GitHub markdown, code-search "
-                           "file id 31343239756; quotes Tables 1, 2, 4 and Figures 1, 4, 5)",
+    "paper": PAPER,
+    "project_page": "the authors' project page (https://nvlabs.github.io/Fast-dLLM/v2, NVlabs/Fast-dLLM "
+                    "v2/index.html), 'Throughput Comparison' text",
+}
+# Values not taken from the paper, and why: (table, row, column) -> reason.  Everything else is the paper's.
+NON_PAPER_EXCEPTIONS = {
+    ("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1"): "the paper's text gives no number for Figure 1(b)",
+    ("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs4"): "the paper's text gives no number for Figure 1(b)",
 }
 
-# Table 1 / Table 2 / Table 3 column ids, in the paper's order, with display names.
+# Table 1 / Table 2 column ids, in the paper's order, with display names.
 TABLE1_COLUMNS = {
     "humaneval_base": "HumanEval-Base", "humaneval_plus": "HumanEval-Plus", "mbpp_base": "MBPP-Base",
     "mbpp_plus": "MBPP-Plus", "gsm8k": "GSM8K", "math": "MATH", "ifeval": "IFEval", "mmlu": "MMLU",
     "gpqa": "GPQA", "avg": "Avg.",
 }
+# Tables 3 and 4 print benchmarks as rows and sizes as columns; here the size is the row id and the benchmark the
+# column id.  The paper's "HumanEval" / "HumanEval+" are the EvalPlus base / plus settings of Table 1 (the
+# sub-block-8 cells of Table 3 equal the Fast-dLLM v2 (1.5B) cells of Table 1).
+TABLE34_COLUMNS = {"gsm8k": "GSM8K", "humaneval_base": "HumanEval", "humaneval_plus": "HumanEval+"}
+PAPER_TABLES = ("table1", "table2", "table3", "table4")
 
 
 @dataclass(frozen=True)
 class PaperValue:
-    table: str  # table / figure id, e.g. "table1", "fig4"
-    row: str  # paper row label (model, recipe, setting)
+    table: str  # table / figure id, e.g. "table1", "fig_threshold"
+    row: str  # row id (model, recipe, setting); the paper's printed label is in ROWS
     column: str  # column id
-    value: float
+    value: float | None  # None only for a cell the paper prints as "-" (see NOT_GIVEN)
     unit: str
     source: str  # key of SOURCES
+    where: str = ""  # where in the source, e.g. "Table 1"
+    note: str = ""
 
     @property
     def source_text(self) -> str:
-        return SOURCES[self.source]
+        return f"{SOURCES[self.source]}, {self.where}" if self.where else SOURCES[self.source]
+
+    @property
+    def given(self) -> bool:
+        return self.value is not None
 
 
-def _row(table, row, source, unit="%", **cols):
-    return [PaperValue(table, row, c, float(v), unit, source) for c, v in cols.items()]
+@dataclass(frozen=True)
+class PaperRow:
+    table: str
+    row: str  # id used by the configs (paper_row)
+    label: str  # as printed in the paper
+    params: str | None = None  # Table 1 "#Params", as printed
+    group: str = ""  # Table 1 group ("1B Models" / "7B+ Models")
+
+    @property
+    def display(self) -> str:
+        if self.params and self.params not in self.label:
+            return f"{self.label} ({self.params})"
+        return self.label
 
 
-_T1 = ["humaneval_base", "humaneval_plus", "mbpp_base", "mbpp_plus", "gsm8k", "math", "ifeval", "mmlu", "gpqa", "avg"]
+DASH = "-"  # a cell the paper prints as "-"
+_T1 = list(TABLE1_COLUMNS)
 
-
-def _t1(row, source, values):
-    assert len(values) == len(_T1)
-    return _row("table1", row, source, **dict(zip(_T1, values)))
-
-
-VALUES: list[PaperValue] = [
-    # ---- Table 1: main results (accuracy, %, threshold 1.0)
-    *_t1("Fast-dLLM v2 (1.5B)", "nvlabs_readme", [43.9, 40.2, 50.0, 41.3, 62.0, 38.1, 47.0, 55.1, 27.7, 45.0]),
-    *_t1("Fast-dLLM v2 (7B)", "nvlabs_readme", [63.4, 58.5, 63.0, 52.3, 83.7, 61.6, 61.4, 66.6, 31.9, 60.3]),
-    *_t1("Qwen2.5-1.5B-Instruct", "papernotes", [42.1, 37.2, 48.1, 41.3, 57.0, 46.8, 41.2, 54.6, 30.6, 44.3]),
-    *_t1("Qwen2.5-1.5B-Nemo-FT", "papernotes", [37.2, 33.5, 53.4, 44.4, 58.5, 43.5, 39.4, 58.1, 31.0, 44.3]),
-    *_t1("Qwen2.5-7B-Nemo-FT", "papernotes", [52.4, 48.2, 57.1, 50.0, 84.1, 72.0, 69.5, 68.6, 34.2, 59.6]),
-    *_t1("Dream (7B)", "papernotes", [57.9, 53.7, 68.3, 56.1, 81.0, 39.2, 62.5, 67.0, 33.0, 57.6]),
-    *_row("table1", "Qwen2.5-7B-Instruct", "summary_31343239756",
-          humaneval_base=51.2, humaneval_plus=47.6, gsm8k=71.4, avg=58.2),
-    # ---- Table 2: training-recipe ablation (1.5B)
-    *_row("table2", "naive token shift", "papernotes",
-          humaneval_base=38.4, humaneval_plus=32.9, mbpp_base=44.4, gsm8k=59.0, avg=41.3),
-    *_row("table2", "+ pad", "papernotes", humaneval_base=38.4, humaneval_plus=34.1, mbpp_base=45.2),
-    *_row("table2", "+ pad", "summary_31343239756", avg=42.2),
-    *_row("table2", "+ pad + CM", "summary_31343239756", gsm8k=62.0, avg=45.0),
-    # ---- Table 3: sub-block size (block 32); the default sub-block 8 is the Table 1 setting
-    *_row("table3", "8", "summary_31343239756", gsm8k=62.0),
-    # ---- Table 4: inference block size (mismatch with the training block 32)
-    *_row("table4", "8", "summary_31343239756", gsm8k=58.5),
-    # ---- Figure 1a: throughput vs accuracy (7B, A100, batch 1)
-    PaperValue("fig1a", "Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct", "speedup", 2.54, "x", "issue5"),
-    PaperValue("fig1a", "Fast-dLLM v2 (7B) vs Fast-dLLM-LLaDA", "gsm8k_gain", 5.2, "points", "project_page"),
-    # ---- Figure 1b: throughput by batch size (7B, A100)
-    PaperValue("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1", 102.5, "tokens/s", "project_page"),
-    PaperValue("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs4", 217.5, "tokens/s", "project_page"),
-    # ---- Figure 4: threshold sweep on GSM8K
-    PaperValue("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@1.0", 39.1, "tokens/s", "issue5"),
-    PaperValue("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9", 101.7, "tokens/s", "issue5"),
-    # ---- Figure 5: AR vs diffusion by batch size per GPU ("up to", at batch 64)
-    PaperValue("fig_gpu_batch", "A100", "speedup@bs64", 1.5, "x", "issue5"),
-    PaperValue("fig_gpu_batch", "H100", "speedup@bs64", 1.8, "x", "issue5"),
+# ---- Table 1: main results (accuracy, %; sub-block 8, block 32, threshold 1.0).
+# (row id, printed label, #Params, group,
+#  [HumanEval Base, Plus, MBPP Base, Plus, GSM8K, Math, IFEval, MMLU, GPQA, Avg.])
+_TABLE1 = [
+    ("LLaMA-3.2", "LlaMA-3.2", "1.2B", "1B Models",
+     [34.1, 31.1, 34.1, 29.4, 43.0, 23.8, 58.9, 44.4, 24.1, 35.9]),
+    ("SmolLM2", "SmolLM 2", "1.7B", "1B Models",
+     [34.1, 28.7, 50.6, 46.0, 47.7, 21.1, 55.1, 49.1, 29.2, 40.7]),
+    ("Qwen2.5-1.5B-Instruct", "Qwen2.5-1.5B", "1.5B", "1B Models",
+     [42.1, 37.2, 48.1, 41.3, 57.0, 46.8, 41.2, 54.6, 30.6, 44.3]),
+    ("Qwen2.5-1.5B-Nemo-FT", "Qwen2.5-1.5B-Nemo-FT", "1.5B", "1B Models",
+     [37.2, 33.5, 53.4, 44.4, 58.5, 43.5, 39.4, 58.1, 31.0, 44.3]),
+    ("Fast-dLLM v2 (1.5B)", "Fast-dLLM v2", "1.5B", "1B Models",
+     [43.9, 40.2, 50.0, 41.3, 62.0, 38.1, 47.0, 55.1, 27.7, 45.0]),
+    ("LLaDA", "LLaDA", "8B", "7B+ Models",
+     [35.4, 31.7, 31.5, 28.6, 78.6, 26.6, 59.9, 65.5, 31.8, 43.3]),
+    ("LLaDA-1.5", "LLaDA-1.5", "8B", "7B+ Models",
+     [52.4, DASH, 42.8, DASH, 83.3, 42.6, 58.2, 66.0, 36.9, DASH]),
+    ("LLaDA-MoE", "LLaDA-MoE", "7B", "7B+ Models",
+     [61.6, DASH, 70.0, DASH, 82.4, 58.7, 59.3, 67.2, DASH, DASH]),
+    ("Dream", "Dream", "7B", "7B+ Models",
+     [57.9, 53.7, 68.3, 56.1, 81.0, 39.2, 62.5, 67.0, 33.0, 57.6]),
+    ("Qwen2.5-7B-Instruct", "Qwen2.5-7B", "7B", "7B+ Models",
+     [51.2, 47.6, 57.7, 49.5, 71.4, 73.3, 70.8, 68.7, 33.5, 58.2]),
+    ("Qwen2.5-7B-Nemo-FT", "Qwen2.5-7B-Nemo-FT", "7B", "7B+ Models",
+     [52.4, 48.2, 57.1, 50.0, 84.1, 72.0, 69.5, 68.6, 34.2, 59.6]),
+    ("Fast-dLLM v2 (7B)", "Fast-dLLM v2", "7B", "7B+ Models",
+     [63.4, 58.5, 63.0, 52.3, 83.7, 61.6, 61.4, 66.6, 31.9, 60.3]),
 ]
 
-_INDEX = {(v.table, v.row, v.column): v for v in VALUES}
-if len(_INDEX) != len(VALUES):  # pragma: no cover - guards the data above
+# ---- Table 2: training-recipe (token shift) ablation, 1.5B; same columns as Table 1.
+_TABLE2 = [
+    ("naive token shift", "Naive token shift", [38.4, 32.9, 44.4, 38.6, 59.0, 37.3, 39.9, 52.9, 27.9, 41.3]),
+    ("+ pad", "+ pad", [38.4, 34.1, 45.2, 38.4, 60.1, 37.0, 45.8, 53.5, 27.7, 42.2]),
+    ("+ pad + CM", "+ pad + CM", [43.9, 40.2, 50.0, 41.3, 62.0, 38.1, 47.0, 55.1, 27.7, 45.0]),
+]
+
+# ---- Tables 3 and 4, as printed (one line per benchmark, one entry per size 2, 4, 8, 16, 32).
+_SIZES = ["2", "4", "8", "16", "32"]
+_TABLE3 = {  # sub-block size at inference (block 32)
+    "gsm8k": [62.8, 61.8, 62.0, 61.3, 60.2],
+    "humaneval_base": [42.7, 43.3, 43.9, 39.6, 38.4],
+    "humaneval_plus": [39.6, 40.2, 40.2, 36.0, 34.8],
+}
+_TABLE4 = {  # inference block size (mismatched with the training block 32)
+    "gsm8k": [53.2, 56.8, 58.5, 59.7, 60.2],
+    "humaneval_base": [37.8, 43.3, 43.3, 38.4, 38.4],
+    "humaneval_plus": [34.1, 39.0, 39.6, 34.1, 34.8],
+}
+
+# Old row ids still accepted by paper_value() / paper_cell().
+ROW_ALIASES = {("table1", "Dream (7B)"): "Dream"}
+
+
+def _build_tables() -> tuple[list[PaperRow], list[PaperValue]]:
+    rows: list[PaperRow] = []
+    cells: list[PaperValue] = []
+
+    def cell(table, row, col, v, where):
+        if v == DASH:
+            cells.append(PaperValue(table, row, col, None, "%", "paper", where,
+                                    "printed as '-': not given in the paper"))
+        else:
+            cells.append(PaperValue(table, row, col, float(v), "%", "paper", where))
+
+    for rid, label, params, group, vals in _TABLE1:
+        assert len(vals) == len(_T1), rid
+        rows.append(PaperRow("table1", rid, label, params, group))
+        for col, v in zip(_T1, vals):
+            cell("table1", rid, col, v, "Table 1")
+    for rid, label, vals in _TABLE2:
+        assert len(vals) == len(_T1), rid
+        rows.append(PaperRow("table2", rid, label))
+        for col, v in zip(_T1, vals):
+            cell("table2", rid, col, v, "Table 2")
+    for table, data, what in (("table3", _TABLE3, "Sub-Block Size"), ("table4", _TABLE4, "Block Size")):
+        where = "Table 3" if table == "table3" else "Table 4"
+        for i, size in enumerate(_SIZES):
+            rows.append(PaperRow(table, size, f"{what} {size}"))
+            for col in TABLE34_COLUMNS:
+                assert len(data[col]) == len(_SIZES), (table, col)
+                cell(table, size, col, data[col][i], where)
+    return rows, cells
+
+
+ROWS, _CELLS = _build_tables()
+
+# ---- Figures and text: the numbers the paper quotes.
+_FIGURES = [
+    PaperValue("abstract", "Fast-dLLM v2 vs standard AR decoding", "speedup_up_to", 2.5, "x", "paper",
+               "abstract (also Sections 1 and 5)"),
+    # Figure 1(a): throughput vs GSM8K accuracy (A100).
+    PaperValue("fig1a", "Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct", "speedup", 2.54, "x", "paper",
+               "Figure 1(a) caption", "throughput ratio at comparable accuracy, A100"),
+    PaperValue("fig1a", "Fast-dLLM v2 (7B) vs Fast-dLLM-LLaDA", "gsm8k_gain", 5.2, "points", "paper",
+               "Figure 1(a) caption", "GSM8K accuracy gain, printed as '+5.2%'"),
+    # Figure 1(b): throughput by batch size; the paper's text has no number, the project page has.
+    PaperValue("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1", 102.5, "tokens/s", "project_page",
+               note="panel (b) of the paper's Figure 1, A100; " + NON_PAPER_EXCEPTIONS[
+                   ("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1")]),
+    PaperValue("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs4", 217.5, "tokens/s", "project_page",
+               note="panel (b) of the paper's Figure 1, A100; " + NON_PAPER_EXCEPTIONS[
+                   ("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs4")]),
+    # Figure 4: confidence-threshold sweep on GSM8K.  The paper does not name the model size for Figure 4; the
+    # row id "Fast-dLLM v2 (7B)" is kept only because callers use it.
+    PaperValue("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@1.0", 39.1, "tokens/s", "paper",
+               "Section 4.1 text on Figure 4", "model size not stated for Figure 4"),
+    PaperValue("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9", 101.7, "tokens/s", "paper",
+               "Section 4.1 text on Figure 4", "model size not stated for Figure 4"),
+    PaperValue("fig_threshold", "Fast-dLLM v2 (7B)", "speedup@0.9", 2.6, "x", "paper",
+               "Figure 4 caption and Section 4.1 text", "vs threshold 1.0; 'minimal' / 'marginal' GSM8K drop"),
+    # Figure 5: Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct by batch size, GSM8K, threshold 0.9, sub-block cache on.
+    PaperValue("fig_gpu_batch", "A100", "speedup@bs64", 1.5, "x", "paper", "Section 4.1 text on Figure 5",
+               "'up to', at batch size 64"),
+    PaperValue("fig_gpu_batch", "H100", "speedup_up_to", 1.8, "x", "paper", "Section 4.1 text on Figure 5",
+               "'up to'; the text names no batch size for the H100 maximum"),
+]
+
+
+@dataclass(frozen=True)
+class PaperFinding:
+    figure: str  # figure id, as in VALUES
+    statement: str  # paraphrase of what the paper says (no number beyond those quoted)
+    where: str
+
+    @property
+    def source_text(self) -> str:
+        return f"{PAPER}, {self.where}"
+
+
+FINDINGS: list[PaperFinding] = [
+    PaperFinding("fig_gpu_batch", "Block diffusion (Fast-dLLM v2 7B) has a higher throughput than AR decoding "
+                 "(Qwen2.5-7B-Instruct) at every batch size shown, on both A100 and H100 (GSM8K, threshold 0.9, "
+                 "sub-block cache on).", "Figure 5 caption and Section 4.1 text"),
+    PaperFinding("fig_gpu_batch", "The advantage grows with batch size: up to 1.5x on A100 at batch size 64, and "
+                 "larger on H100 (up to 1.8x).", "Section 4.1 text on Figure 5"),
+    PaperFinding("fig_subblock", "Accuracy is largely unaffected by the sub-block cache across block and batch "
+                 "sizes; a larger sub-block size costs a little accuracy.", "Figure 6(a) caption and Section 4.2"),
+    PaperFinding("fig_subblock", "Throughput rises with the sub-block size; the sub-block cache has a negligible "
+                 "effect at small batch sizes and a substantial one when compute-bound, e.g. batch size 32.",
+                 "Figure 6(b) caption and Section 4.2"),
+]
+
+VALUES: list[PaperValue] = [v for v in _CELLS if v.given] + _FIGURES
+NOT_GIVEN: list[PaperValue] = [v for v in _CELLS if not v.given]
+
+_INDEX = {(v.table, v.row, v.column): v for v in VALUES + NOT_GIVEN}
+if len(_INDEX) != len(VALUES) + len(NOT_GIVEN):  # pragma: no cover - guards the data above
     raise RuntimeError("duplicate paper value")
+_ROWS = {(r.table, r.row): r for r in ROWS}
+
+
+def _key(table: str, row: str) -> str:
+    return ROW_ALIASES.get((table, row), row)
+
+
+def paper_cell(table: str, row: str | None, column: str) -> PaperValue | None:
+    """The recorded cell, given or not given ("-") by the paper; None when this file holds nothing for it."""
+    if row is None:
+        return None
+    return _INDEX.get((table, _key(table, row), column))
 
 
 def paper_value(table: str, row: str | None, column: str) -> PaperValue | None:
-    """The paper's value for (table, row, column), or None when it is not recorded."""
-    if row is None:
-        return None
-    return _INDEX.get((table, row, column))
+    """The paper's value for (table, row, column), or None when the paper does not give it or it is not recorded
+    (tell the two apart with :func:`is_not_given`)."""
+    v = paper_cell(table, row, column)
+    return v if v is not None and v.given else None
+
+
+def is_not_given(table: str, row: str | None, column: str) -> bool:
+    """True for a cell the paper prints as "-"."""
+    v = paper_cell(table, row, column)
+    return v is not None and not v.given
+
+
+def absent_text(table: str, row: str | None, column: str) -> str:
+    """How to show a cell with no paper value: :data:`NOT_GIVEN_TEXT` or :data:`MISSING_TEXT`."""
+    return NOT_GIVEN_TEXT if is_not_given(table, row, column) else MISSING_TEXT
+
+
+def row_info(table: str, row: str | None) -> PaperRow | None:
+    return None if row is None else _ROWS.get((table, _key(table, row)))
+
+
+def label_of(table: str, row: str) -> str:
+    """The paper's printed label of a row (with #Params where the label lacks it); the id if none is recorded."""
+    r = row_info(table, row)
+    return r.display if r else row
 
 
 def rows_of(table: str) -> list[str]:
-    seen: list[str] = []
+    seen: list[str] = [r.row for r in ROWS if r.table == table]
     for v in VALUES:
         if v.table == table and v.row not in seen:
             seen.append(v.row)
@@ -112,10 +284,17 @@ def rows_of(table: str) -> list[str]:
 
 
 def values_of(table: str) -> list[PaperValue]:
+    """The values the paper gives for a table/figure (no "-" cells)."""
     return [v for v in VALUES if v.table == table]
 
 
 def as_records() -> list[dict]:
-    """Every recorded value as a flat dict (for ``results/paper_values.csv``)."""
-    return [{"table": v.table, "row": v.row, "column": v.column, "value": v.value, "unit": v.unit,
-             "source": v.source_text} for v in VALUES]
+    """Every recorded cell as a flat dict (for ``results/paper_values.csv``); "-" cells have an empty value."""
+    out = []
+    for v in VALUES + NOT_GIVEN:
+        r = row_info(v.table, v.row)
+        out.append({"table": v.table, "row": v.row, "paper_label": r.label if r else "",
+                    "params": (r.params or "") if r else "", "column": v.column,
+                    "value": v.value if v.given else "", "given": v.given, "unit": v.unit,
+                    "source": v.source_text, "note": v.note})
+    return out

@@ -1,8 +1,9 @@
 """Tables of the paper as pure functions of the results CSVs: reproduced | paper | difference.
 
 A :class:`Table` is rendered to Markdown and LaTeX.  A cell the current config cannot fill reads ``n/a`` with
-its reason in a numbered footnote; a paper value that is not recorded reads ``n/a`` with
-:data:`analysis.paper_values.MISSING_TEXT`.
+its reason in a numbered footnote; a cell the paper prints as "-" reads
+:data:`analysis.paper_values.NOT_GIVEN_TEXT`, and a paper value that is not recorded reads ``n/a`` with
+:data:`analysis.paper_values.MISSING_TEXT`.  Paper rows are shown with the paper's printed label.
 """
 from __future__ import annotations
 
@@ -139,7 +140,9 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
                 rep_cells.append(fmt(r) if r is not None else t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}"))
                 comparable = bool(c.get("comparable", False))
             repro[cid] = r
-            if p is None:
+            if p is None and pv.is_not_given(paper_table, g.get("paper_row"), cid):
+                pap_cells.append(pv.NOT_GIVEN_TEXT)  # the paper prints "-" here
+            elif p is None:
                 pap_cells.append(t.na(pv.MISSING_TEXT))
             else:
                 pap_cells.append(fmt(p.value) + f" ({t.footnote('paper value; source: ' + p.source_text)})")
@@ -150,7 +153,8 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
                                       "the difference would not be meaningful"))
             else:
                 dif_cells.append(NA)
-        paper_label = f"paper: {g['paper_row']}" if g.get("paper_row") else "paper (no matching row)"
+        paper_label = (f"paper: {pv.label_of(paper_table, g['paper_row'])}" if g.get("paper_row")
+                       else "paper (no matching row)")
         t.rows.append([g["label"], f"reproduced ({scale})"] + rep_cells)
         t.rows.append(["", paper_label] + pap_cells)
         t.rows.append(["", "difference"] + dif_cells)

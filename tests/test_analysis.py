@@ -16,9 +16,12 @@ def test_paper_values_have_sources_and_known_numbers():
     assert pv.paper_value("table1", "Fast-dLLM v2 (7B)", "gsm8k").value == 83.7
     assert pv.paper_value("table1", "Fast-dLLM v2 (1.5B)", "avg").value == 45.0
     assert pv.paper_value("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9").value == 101.7
-    assert pv.paper_value("fig_gpu_batch", "H100", "speedup@bs64").value == 1.8
+    assert pv.paper_value("fig_gpu_batch", "A100", "speedup@bs64").value == 1.5
+    assert pv.paper_value("fig_gpu_batch", "H100", "speedup_up_to").value == 1.8  # no batch size stated
     assert pv.paper_value("table1", "Fast-dLLM v2 (7B)", "no_such_column") is None
-    assert pv.paper_value("table3", "2", "gsm8k") is None  # not found offline: recorded as missing
+    assert pv.paper_value("table3", "2", "gsm8k").value == 62.8
+    assert pv.paper_value("table1", "LLaDA-1.5", "humaneval_plus") is None  # the paper prints "-"
+    assert pv.is_not_given("table1", "LLaDA-1.5", "humaneval_plus")
 
 
 def _acc():
@@ -69,10 +72,18 @@ def test_comparison_table_reproduced_paper_difference():
 
 def test_missing_paper_value_is_rendered_as_missing():
     t = T.comparison_table(name="t3", title="T3", scale="tiny", paper_table="table3",
-                           groups=[{"label": "sub-block 2", "model": "m_bd", "paper_row": "2", "decode": None}],
+                           groups=[{"label": "sub-block 64", "model": "m_bd", "paper_row": "64", "decode": None}],
                            columns=[{"id": "gsm8k", "title": "GSM8K", "task": "t_a", "metric": "acc"}], acc=_acc())
     assert t.rows[1][2].startswith("n/a")
     assert pv.MISSING_TEXT in t.footnotes
+
+
+def test_not_given_paper_value_is_rendered_as_not_given():
+    t = T.comparison_table(name="t1", title="T1", scale="tiny", paper_table="table1",
+                           groups=[{"label": "moe", "model": "m_bd", "paper_row": "LLaDA-MoE", "decode": None}],
+                           columns=[{"id": "gpqa", "title": "GPQA", "task": "t_a", "metric": "acc"}], acc=_acc())
+    assert t.rows[1][2] == pv.NOT_GIVEN_TEXT
+    assert t.rows[2][2] == "n/a" and pv.MISSING_TEXT not in t.footnotes
 
 
 def test_latex_escaping():
