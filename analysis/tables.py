@@ -42,6 +42,24 @@ def fmt(v: float | None, digits: int = 1) -> str:
     return NA if v is None else f"{v:.{digits}f}"
 
 
+def fmt_pm(v: float | None, half: float | None) -> str:
+    """``value ± half-width`` of a 95% interval (the value alone when there is no interval)."""
+    return fmt(v) if v is None or half is None else f"{v:.1f} ± {half:.1f}"
+
+
+WITHIN_NOISE = "within noise"
+
+
+def fmt_contrast(a: tuple | None, b: tuple | None) -> str:
+    """``b - a`` for two (value, ci_low, ci_high) cells; "within noise" when their 95% intervals overlap."""
+    if a is None or b is None or a[0] is None or b[0] is None:
+        return NA
+    d = f"{b[0] - a[0]:+.1f}"
+    if None in (a[1], a[2], b[1], b[2]):
+        return d + " (no interval)"
+    return d + (f" ({WITHIN_NOISE})" if a[1] <= b[2] and b[1] <= a[2] else "")
+
+
 def fmt_diff(v: float) -> str:
     return f"{v:+.1f}"
 
@@ -102,19 +120,28 @@ def write_table(t: Table, md_path, tex_path) -> None:
 # ----------------------------------------------------------------------------------------------------- builders
 def comparison_table(*, name: str, title: str, scale: str, paper_table: str, groups: list[dict],
                      columns: list[dict], acc: pd.DataFrame, first_header: str = "Setting",
-                     notes: list[str] | None = None) -> Table:
+                     notes: list[str] | None = None, contrasts: list[tuple[int, int]] = ()) -> Table:
     """Rows in groups of three (reproduced | paper | difference) for each entry of ``groups``.
 
     ``groups``: dicts with ``label`` (shown), ``model`` (results key), ``paper_row`` (row of the paper table or
     None), ``decode`` (decode filter for block-diffusion rows or None).
     ``columns``: dicts with ``id`` (paper column id), ``title``, and either ``task`` + ``metric`` (+ optional
     ``comparable``: the reproduced task is the paper's benchmark) or ``na`` (why this scale cannot fill it);
-    a column with ``average_of`` (list of ids) is the mean of those reproduced cells.
+    a column with ``average_of`` (list of ids) is the mean of those reproduced cells; with ``paper_columns`` (the
+    ids the paper's average is over, default ``average_of``) a mean over fewer reproduced cells than those reads
+    "partial (k of n)" and is never differenced against the paper's average.
+    Reproduced accuracies print as ``value ± half-width`` of their 95% Wilson interval (columns ``ci_low`` /
+    ``ci_high``; an average's half-width is the root of the summed squared half-widths over the count).
+    ``contrasts`` (pairs of group indices ``(a, b)``) add rows ``b - a`` per column, marked "within noise" when
+    the two intervals overlap.
     """
     t = Table(name=name, title=title, scale=scale, header=[first_header, "Value"] + [c["title"] for c in columns],
               notes=list(notes or []))
+    cells: list[dict[str, tuple | None]] = []  # per group: column id -> (value, ci_low, ci_high)
     for g in groups:
         repro: dict[str, float | None] = {}
+        intervals: dict[str, tuple | None] = {}
+        cells.append(intervals)
         rep_cells, pap_cells, dif_cells = [], [], []
         for c in columns:
             cid = c["id"]
@@ -123,21 +150,34 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
                 parts = [repro.get(i) for i in c["average_of"]]
                 have = [x for x in parts if x is not None]
                 r = sum(have) / len(have) if have else None
+                halves = [(iv[2] - iv[1]) / 2 for i in c["average_of"] if (iv := intervals.get(i)) and None not in iv]
+                half = (sum(h * h for h in halves) ** 0.5 / len(halves)) if halves and len(halves) == len(have) else None
+                intervals[cid] = (r, r - half, r + half) if r is not None and half is not None else (r, None, None)
+                n_paper = len(c.get("paper_columns") or c["average_of"])  # the paper's Avg. is over 9 columns
+                partial = len(have) < n_paper
                 if r is None:
                     rep_cells.append(t.na("no reproduced column to average"))
-                elif len(have) < len(parts):
-                    rep_cells.append(fmt(r) + f" ({t.footnote(f'mean over the {len(have)} of {len(parts)} columns this scale fills; not comparable to the paper average')})")
+                elif partial:
+                    why = (f"partial average: the mean of the {len(have)} reproduced columns of the paper's "
+                           f"{n_paper}; never differenced against the paper's {n_paper}-column Avg.")
+                    rep_cells.append(fmt_pm(r, half) + f" partial ({len(have)} of {n_paper}) ({t.footnote(why)})")
                 else:
-                    rep_cells.append(fmt(r))
-                comparable = len(have) == len(parts) and all(
+                    rep_cells.append(fmt_pm(r, half))
+                comparable = not partial and all(
                     next((cc.get("comparable", False) for cc in columns if cc["id"] == i), False) for i in c["average_of"])
             elif c.get("na"):
                 r = None
                 rep_cells.append(t.na(c["na"]))
                 comparable = False
             else:
-                r, why = lookup(acc, "value", g.get("decode"), model=g["model"], task=c["task"], metric=c["metric"])
-                rep_cells.append(fmt(r) if r is not None else t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}"))
+                sel = dict(model=g["model"], task=c["task"], metric=c["metric"])
+                r, why = lookup(acc, "value", g.get("decode"), **sel)
+                lo, _ = lookup(acc, "ci_low", g.get("decode"), **sel)
+                hi, _ = lookup(acc, "ci_high", g.get("decode"), **sel)
+                intervals[cid] = (r, lo, hi)
+                half = (hi - lo) / 2 if r is not None and lo is not None and hi is not None else None
+                rep_cells.append(fmt_pm(r, half) if r is not None else
+                                 t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}"))
                 comparable = bool(c.get("comparable", False))
             repro[cid] = r
             if p is None and pv.is_not_given(paper_table, g.get("paper_row"), cid):
@@ -148,6 +188,9 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
                 pap_cells.append(fmt(p.value) + f" ({t.footnote('paper value; source: ' + p.source_text)})")
             if r is not None and p is not None and comparable:
                 dif_cells.append(fmt_diff(r - p.value))
+            elif r is not None and p is not None and "average_of" in c and partial:
+                dif_cells.append(t.na(f"a partial average ({len(have)} of {n_paper} columns) is not compared "
+                                      f"with the paper's {n_paper}-column Avg."))
             elif r is not None and p is not None:
                 dif_cells.append(t.na(f"reproduced on a stand-in task at scale '{scale}', not the paper's benchmark: "
                                       "the difference would not be meaningful"))
@@ -158,23 +201,52 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
         t.rows.append([g["label"], f"reproduced ({scale})"] + rep_cells)
         t.rows.append(["", paper_label] + pap_cells)
         t.rows.append(["", "difference"] + dif_cells)
+    for a, b in contrasts:
+        t.rows.append([f"{groups[b]['label']} - {groups[a]['label']}", "reproduced difference"] +
+                      [fmt_contrast(cells[a].get(c["id"]), cells[b].get(c["id"])) for c in columns])
+    if contrasts:
+        t.footnote(f"Reproduced differences are marked '{WITHIN_NOISE}' when the two 95% intervals overlap: "
+                   "such a difference is not a finding.")
     return t
 
 
-def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, notes: list[str] | None = None) -> Table:
-    """Prompts and the model's answers (``case_studies.csv`` rows of one case study)."""
+def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, notes: list[str] | None = None,
+                     kind: str | None = None) -> Table:
+    """Prompts and the model's answers (``cases/<kind>.csv`` rows: case, turn, prompt, response, ...), with the
+    paper's answer beside each turn whose conversation is one of the paper's (:mod:`analysis.paper_cases`).
+    ``kind`` (``single_turn`` | ``multi_turn``) defaults from the name (table5 / table6)."""
+    from . import paper_cases
+
+    kind = kind or ("single_turn" if name.startswith("table5") else "multi_turn")
     t = Table(name=name, title=title, scale=scale,
-              header=["Turn", "Prompt", "Reproduced answer", "Paper's answer", "Tokens", "Forwards"],
+              header=["Case", "Turn", "Prompt", "Reproduced answer", "Paper's answer", "Tokens", "Forwards"],
               notes=list(notes or []))
     if cases.empty:
-        t.rows.append(["-", t.na("no case-study rows in the results CSV"), NA, NA, NA, NA])
+        t.rows.append(["-", "-", t.na("no case-study rows in the results CSV"), NA, NA, NA, NA])
         return t
-    for _, r in cases.iterrows():
-        src = str(r.get("prompt_source", "") or "")
+    case_col = cases["case"] if "case" in cases.columns else pd.Series(
+        range(len(cases)) if kind == "single_turn" else [0] * len(cases), index=cases.index)
+    so_far: dict = {}
+    for i, r in cases.iterrows():
+        key = case_col.loc[i]
+        turns = so_far.setdefault(key, [])
+        turns.append(str(r["prompt"]))
+        paper = paper_cases.match(kind, turns)
         prompt = str(r["prompt"])
-        if src:
+        if paper:
+            src = f"the paper's prompt, verbatim; source: {paper_cases.SOURCE}, {paper_cases.TABLE_WHERE[paper.table]}"
             prompt += f" ({t.footnote(src)})"
-        t.rows.append([str(r["turn"]), prompt, str(r["response"]), t.na(pv.MISSING_TEXT),
+            ans_src = (f"the paper's answer (Fast-dLLM v2 7B), transcribed from the paper; source: "
+                       f"{paper_cases.SOURCE}, {paper_cases.TABLE_WHERE[paper.table]}")
+            answer = f"{paper.answer} ({t.footnote(ans_src)})"
+        else:
+            src = str(r.get("prompt_source", "") or "") or "project stand-in prompt (not one of the paper's)"
+            prompt += f" ({t.footnote(src)})"
+            answer = t.na(f"stand-in prompt of scale '{scale}': the paper has no answer to it")
+        case = f"{key} (paper: {paper.title})" if paper else str(key)
+        resp = r["response"]
+        resp = "(empty answer)" if resp is None or pd.isna(resp) or not str(resp).strip() else str(resp)
+        t.rows.append([case, str(r["turn"]), prompt, resp, answer,
                        str(r.get("generated_tokens", NA)), str(r.get("nfe", NA))])
     if "model" in cases.columns:
         t.notes.append(f"Model under test: {cases['model'].iloc[0]}; decoding: block {cases['block_size'].iloc[0]}, "

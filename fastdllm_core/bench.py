@@ -20,6 +20,8 @@ How each row is measured
   for the AR baseline it is the decoder module's count for HF ``generate``).
 * ``token_agreement`` (sub-block cache rows): per row, the fraction of positions where the cached output equals the
   output of the same configuration without the sub-block cache (up to the shorter length), averaged over rows.
+* ``truncated_prompts``: prompts cut from the left to fit the model's context with ``max_new_tokens`` (only with
+  ``--truncate-prompts left``; otherwise such a prompt is refused, naming it and both lengths).
 * ``speedup_vs_ar``: against the *fastest* AR baseline measured at the same batch size (``speedup_baseline`` names
   it); ``speedup_vs_hf`` and ``speedup_vs_hf_static`` are against each baseline separately.
 
@@ -53,7 +55,10 @@ from pathlib import Path
 
 import torch
 
-from .decoding import DecodeConfig, ar_generate, bd_generate
+from .decoding import (DecodeConfig, GenerationOutput, GenerationStats, ar_generate, bd_generate, fit_context,
+                       model_context)
+from .hostload import COLUMNS as HOSTLOAD_COLUMNS
+from .hostload import HostLoad, warn_if_busy
 from .provenance import META_COLUMNS, NOT_AVAILABLE, run_metadata, write_csv_atomic
 from .telemetry import NvmlSampler, per_token
 
@@ -84,7 +89,7 @@ COLUMNS = [
     "ar_tokens_per_s_hf_static", "speedup_vs_hf", "speedup_vs_hf_static", "speedup_vs_ar", "speedup_baseline",
     "power_avg_w", "power_peak_w", "energy_j", "energy_method", "joules_per_token", "peak_mem_mib",
     "nvml_mem_used_peak_mib", "gpu_util_avg", "sm_clock_avg_mhz", "nvml_samples", "nvml_index",
-    "nvml_device_name", "nvml_driver", "nvml_cuda_driver",
+    "nvml_device_name", "nvml_driver", "nvml_cuda_driver", "truncated_prompts", "torch_threads", *HOSTLOAD_COLUMNS,
 ] + META_COLUMNS
 
 
@@ -225,8 +230,12 @@ def synthetic_prompts(n: int, length: int, vocab_size: int, *, avoid: list[int] 
 
 
 def batch_of(prompts: list[list[int]], batch_size: int) -> list[list[int]]:
-    """``batch_size`` prompts, cycling through the list."""
-    return [prompts[i % len(prompts)] for i in range(batch_size)]
+    """The prompts a row decodes: every prompt, cycling through the list up to a whole number of batches (at
+    least one) of ``batch_size``; the row decodes them in consecutive batches, so that every batch size is
+    measured on the same prompts."""
+    n = max(len(prompts), batch_size)
+    n = -(-n // batch_size) * batch_size
+    return [prompts[i % len(prompts)] for i in range(n)]
 
 
 # ----------------------------------------------------------------------------------------------------- forced acceptance
@@ -290,9 +299,10 @@ def forced_acceptance_forwards(prompt_lens: list[int], max_new_tokens: int, bloc
     """Row-forwards (the sum of ``row_nfe``) the decoder needs for a batch under :class:`ForcedAcceptance`.
 
     Mirrors the decoder's schedule: one prefill over the shortest prompt's whole blocks; per block, the first
-    decodable position filled from the previous forward; per sub-block as many steps as the row with the most
-    masked positions needs at ``k`` per step (every active row takes part in every forward); rows whose budget ends
-    in the block are dropped before its commit.  Expected tokens per forward = tokens / this number.
+    decodable position filled from the previous forward; per sub-block a row takes part in as many steps as its own
+    masked positions need at ``k`` per step (while it waits for the other rows it is not counted); every active row
+    takes part in the prefill and the commits; rows whose budget ends in the block are dropped before its commit.
+    Expected tokens per forward = tokens / this number.
     """
     D, S = block_size, sub_block_size
     lens = list(prompt_lens)
@@ -310,8 +320,7 @@ def forced_acceptance_forwards(prompt_lens: list[int], max_new_tokens: int, bloc
                 dec[0] = False  # filled from the previous forward's last logit
             masked.append(dec)
         for s0 in range(0, D, S):
-            steps = max(math.ceil(sum(m[s0:s0 + S]) / k) for m in masked)
-            total += steps * len(active)
+            total += sum(math.ceil(sum(m[s0:s0 + S]) / k) for m in masked)
         active = [r for r in active if limits[r] > b0 + D]
         if not active:
             break
@@ -405,6 +414,7 @@ class SweepConfig:
     compile: bool | None = None  # hf_static: None = torch.compile on CUDA only
     nvml_hz: float = 20.0
     seed: int = 0
+    truncate_prompts: bool = False  # a prompt + max_new_tokens beyond the context: cut from the left (else refused)
 
     def validate(self, block_size: int) -> "SweepConfig":
         def ints(name, vals, lo=1):
@@ -476,6 +486,13 @@ class _Runner:
         self._seq_cache: dict = {}
 
     def run(self, item: dict, prompts: list[list[int]], profile: bool = False):
+        """Decode ``prompts`` in consecutive batches of ``item["batch_size"]``; one combined output."""
+        bs = item["batch_size"]
+        outs = [self._run_batch(item, prompts[i:i + bs], profile) for i in range(0, len(prompts), bs)]
+        return GenerationOutput([q for o in outs for q in o.sequences],
+                                GenerationStats.combine([o.stats for o in outs]))
+
+    def _run_batch(self, item: dict, prompts: list[list[int]], profile: bool = False):
         bm, cfg = self.bm, self.cfg
         if item["mode"] == "ar":
             with _eos_off(bm.model, cfg.ignore_eos):
@@ -528,7 +545,7 @@ def measure(runner: _Runner, item: dict, prompts: list[list[int]]) -> dict:
     sampler = NvmlSampler(dev if dev.type == "cuda" else "cpu", hz=cfg.nvml_hz)
     outs = []
     try:
-        with sampler:
+        with sampler, HostLoad() as host:
             for _ in range(cfg.repeats):
                 outs.append(runner.run(item, prompts))
         tele = sampler.summary()
@@ -548,11 +565,15 @@ def measure(runner: _Runner, item: dict, prompts: list[list[int]]) -> dict:
         latency_p50_s=statistics.median(lat),
         steps_per_block_mean=statistics.mean(s0.steps_per_block) if s0.steps_per_block else "",
         host_syncs=s0.host_syncs, host_syncs_per_step=s0.host_syncs / s0.nfe if s0.nfe else NOT_AVAILABLE,
-        peak_mem_mib=peak_mem, **per_token(tele, sum(tokens)),
+        peak_mem_mib=peak_mem, **per_token(tele, sum(tokens)), torch_threads=torch.get_num_threads(),
+        **host.summary(),
     )
+    warn_if_busy(row, f"{item['mode']} batch {item['batch_size']}")
     if item["mode"] == "bd" and item["acceptance"] == "forced_k":
-        row_forwards = forced_acceptance_forwards([len(p) for p in prompts], cfg.max_new_tokens, runner.D,
-                                                  item["sub_block_size"], item["forced_k"])
+        bs = item["batch_size"]
+        row_forwards = sum(forced_acceptance_forwards([len(p) for p in prompts[i:i + bs]], cfg.max_new_tokens,
+                                                      runner.D, item["sub_block_size"], item["forced_k"])
+                           for i in range(0, len(prompts), bs))
         row["tokens_per_forward_expected"] = cfg.max_new_tokens * len(prompts) / row_forwards
     if cfg.profile and runner.profile_supported(item):
         p = runner.run(item, prompts, profile=True).stats
@@ -607,6 +628,8 @@ def run_sweep(model, prompts: list[list[int]] | None = None, *, cfg: SweepConfig
         prompt_set = f"synthetic_4x24_seed{cfg.seed}"
     if not prompts:
         raise ValueError("no prompts given")
+    prompts, n_truncated = fit_context(prompts, cfg.max_new_tokens, model_context(bm.model),
+                                       truncate=cfg.truncate_prompts)
     torch.manual_seed(cfg.seed)
     meta = run_metadata(config=meta_config or {"sweep": asdict(cfg), "model": bm.source, "prompt_set": prompt_set},
                         seed=cfg.seed, device=str(bm.device))
@@ -614,7 +637,7 @@ def run_sweep(model, prompts: list[list[int]] | None = None, *, cfg: SweepConfig
                   n_params=sum(p.numel() for p in bm.model.parameters()), dtype=bm.info.get("dtype", ""),
                   attn_implementation=bm.info.get("attn_implementation", ""), device=str(bm.device),
                   block_size=D, prompt_set=prompt_set, max_new_tokens=cfg.max_new_tokens,
-                  ignore_eos=cfg.ignore_eos, warmup=cfg.warmup, repeats=cfg.repeats)
+                  ignore_eos=cfg.ignore_eos, warmup=cfg.warmup, repeats=cfg.repeats, truncated_prompts=n_truncated)
     runner = _Runner(bm, cfg, D)
     rows: list[dict] = []
     plan = _plan(cfg)
@@ -693,6 +716,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.add_argument("--truncate-prompts", choices=["none", "left"], default="none",
+                   help="a prompt that does not fit the model's context with --max-new-tokens: refused (none, the "
+                        "default) or cut from the left (left; counted in the truncated_prompts column)")
     return p
 
 
@@ -706,7 +732,8 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens, grid=args.grid, base_threshold=args.base_threshold,
             base_sub_block_size=args.base_sub_block_size, base_cache=args.base_cache == "on", warmup=args.warmup,
             repeats=args.repeats, profile=args.profile, ignore_eos=args.ignore_eos,
-            compile={"auto": None, "on": True, "off": False}[args.compile], nvml_hz=args.nvml_hz, seed=args.seed)
+            compile={"auto": None, "on": True, "off": False}[args.compile], nvml_hz=args.nvml_hz, seed=args.seed,
+            truncate_prompts=args.truncate_prompts == "left")
         cfg.validate(args.block_size or 32)  # cheap checks before the model load (re-checked with its block size)
         if args.prompts and args.synthetic_prompts:
             raise ValueError("give either --prompts FILE or --synthetic-prompts N, not both")
@@ -730,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
                                         avoid=[bm.mask_token_id, *bm.stop_token_ids],
                                         low=4 if bm.label == "tiny" else 0)
             prompt_set = args.prompt_set or f"synthetic_{n}x{args.prompt_len}_seed{args.seed}"
+        fit_context(prompts, cfg.max_new_tokens, model_context(bm.model), truncate=cfg.truncate_prompts)
     except (ValueError, FileNotFoundError) as exc:
         print(f"fastdllm bench: error: {exc}", file=sys.stderr)
         return 2

@@ -1,16 +1,23 @@
-"""SFT data for block-diffusion adaptation: chat-formatted examples -> ids/labels -> packed sequences.
+"""Training data: chat-formatted (SFT) or plain-text examples -> ids/labels -> packed sequences.
 
-* ``encode_example``: the tokenizer's chat template; every assistant turn (up to and including its end-of-turn
-  token) is a label, prompt tokens are -100 (never in the loss).
-* ``pack(..., packing="pad")`` (the paper's "+ pad"): every sample is padded with the mask token to a multiple of
-  the block size D (padding never in the loss), then whole samples are packed greedily into sequences of length L
-  (a multiple of D), so no block spans two samples.  A sample longer than L is cut into L-long pieces (cut points
-  are multiples of D, so blocks still never span samples).  The tail of a sequence is filled with the mask token.
-* ``pack(..., packing="naive")``: samples are concatenated and cut every L tokens (blocks may span samples); the
-  final partial sequence is filled with the mask token.
+* ``encode_example``: a chat row (``messages`` or ``prompt`` + ``response``) goes through the tokenizer's chat
+  template; every assistant turn (up to and including its end-of-turn token) is a label, prompt tokens are -100
+  (never in the loss).  With ``drop_after_answer`` (default) the template tokens after the last assistant turn
+  (Qwen's ``\n`` after the final ``<|im_end|>``) are dropped: they are never labels, so a block-diffusion
+  x_t would show them unmasked right after the masked answer -- a hint of where the answer ends that decoding
+  never has.  A plain-text row (``{"text": ...}``, pretraining) is labelled everywhere and ends with
+  ``<|endoftext|>`` (the document separator).
+* ``pack(..., packing="pad")`` (the paper's "+ pad", Sec. 3 "Block-wise organization"): every sample is padded
+  with the mask token to a multiple of the block size D (padding never in the loss); the padded samples are
+  concatenated into one stream, which is cut into sequences of length L (a multiple of D).  Blocks are aligned
+  by construction and never span two samples; a sample may continue in the next sequence.
+* ``pack(..., packing="naive")``: samples are concatenated and cut every L tokens (blocks may span samples).
+* ``pack(..., packing="whole")``: whole samples are packed first-fit, in order, into sequences of length L whose
+  tail is padded; a sample is cut only when it is longer than L.  No question is separated from its answer:
+  used to train the AR base and its instruct SFT.
 
-Packed samples attend to each other inside a sequence (as in the reference implementation); only blocks are kept
-apart by padding.  Everything is deterministic for a seed.
+The final partial sequence is filled with the mask token.  Packed samples attend to each other inside a sequence
+(as in the reference implementation).  Everything is deterministic for a seed.
 """
 from __future__ import annotations
 
@@ -23,28 +30,72 @@ from pathlib import Path
 import torch
 
 IGNORE = -100
-PACKINGS = ("pad", "naive")
+PACKINGS = ("pad", "naive", "whole")
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
+    """The training rows of a JSONL file, each checked (:func:`check_row`); an error names the file, line and
+    field."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"training data file not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    rows = []
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+                try:
+                    check_row(row)
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{n}: {exc}") from None
+                rows.append(row)
+    except (UnicodeDecodeError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: cannot be read as UTF-8 JSONL ({type(exc).__name__}: {exc})") from None
     return rows
 
 
+def check_row(row: dict) -> None:
+    """A plain-text row (``{"text": str}``) or a chat row (see :func:`to_messages`); raises naming the field."""
+    if isinstance(row, dict) and "text" in row:
+        if not isinstance(row["text"], str) or not row["text"]:
+            raise ValueError(f"field 'text' must be a non-empty string, got {type(row['text']).__name__}")
+        return
+    to_messages(row)
+
+
 def to_messages(row: dict) -> list[dict]:
+    """The conversation of a chat row (``messages``, or ``prompt`` + ``response``)."""
+    if not isinstance(row, dict):
+        raise ValueError(f"an SFT row must be a JSON object, got {type(row).__name__}")
     if "messages" in row:
         msgs = row["messages"]
+        if not isinstance(msgs, list) or not msgs:
+            raise ValueError(f"field 'messages' must be a non-empty list of {{role, content}} objects, got "
+                             f"{type(msgs).__name__} {str(msgs)[:60]!r}")
+        for i, m in enumerate(msgs):
+            if not isinstance(m, dict):
+                raise ValueError(f"field 'messages[{i}]' must be an object with 'role' and 'content', got "
+                                 f"{type(m).__name__}")
+            for k in ("role", "content"):
+                if not isinstance(m.get(k), str):
+                    raise ValueError(f"field 'messages[{i}].{k}' must be a string, got "
+                                     f"{'nothing' if k not in m else type(m[k]).__name__}")
     elif "prompt" in row and "response" in row:
+        for k in ("prompt", "response"):
+            if not isinstance(row[k], str):
+                raise ValueError(f"field '{k}' must be a string, got {type(row[k]).__name__}")
         msgs = [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["response"]}]
     else:
         raise ValueError(f"an SFT row needs 'messages' or 'prompt'+'response'; got keys {sorted(row)}")
-    if not msgs or msgs[-1].get("role") != "assistant":
-        raise ValueError("an SFT conversation must end with an assistant turn")
+    if msgs[-1].get("role") != "assistant":
+        raise ValueError(f"field 'messages': an SFT conversation must end with an assistant turn (the last role is "
+                         f"{msgs[-1].get('role')!r})")
     return msgs
 
 
@@ -55,8 +106,18 @@ def _template(tokenizer, messages, add_generation_prompt: bool) -> list[int]:
     return list(out)
 
 
-def encode_example(tokenizer, row: dict, eos_token_id: int | None = None) -> tuple[list[int], list[int]]:
-    """Token ids and labels (-100 outside assistant turns) of one chat example."""
+def document_end_id(tokenizer) -> int:
+    """``<|endoftext|>`` when the tokenizer has it (Qwen's document separator), else its EOS."""
+    vocab = tokenizer.get_vocab()
+    return vocab["<|endoftext|>"] if "<|endoftext|>" in vocab else tokenizer.eos_token_id
+
+
+def encode_example(tokenizer, row: dict, eos_token_id: int | None = None,
+                   drop_after_answer: bool = True) -> tuple[list[int], list[int]]:
+    """Token ids and labels (-100 outside assistant turns) of one chat example, or of a plain-text row."""
+    if "text" in row:
+        ids = list(tokenizer.encode(row["text"], add_special_tokens=False)) + [document_end_id(tokenizer)]
+        return ids, list(ids)
     msgs = to_messages(row)
     eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
     ids = _template(tokenizer, msgs, False)
@@ -72,6 +133,9 @@ def encode_example(tokenizer, row: dict, eos_token_id: int | None = None) -> tup
         if eos in seg:  # label up to and including the end-of-turn token, not the whitespace after it
             end = start + len(seg) - seg[::-1].index(eos)
         labels[start:end] = ids[start:end]
+    if drop_after_answer:
+        last = max((i for i, t in enumerate(labels) if t != IGNORE), default=len(ids) - 1)
+        ids, labels = ids[: last + 1], labels[: last + 1]
     return ids, labels
 
 
@@ -108,13 +172,21 @@ def pack(examples: list[tuple[list[int], list[int]]], seq_len: int, block_size: 
             seqs.append(_pad_to(ids[s:s + L], L, pad_id))
             labs.append(_pad_to(lab[s:s + L], L, IGNORE))
         return seqs, labs
+    if packing == "pad":
+        ids, lab = [], []
+        for e_ids, e_lab in examples:
+            n = -(-len(e_ids) // D) * D
+            ids += _pad_to(list(e_ids), n, pad_id)
+            lab += _pad_to(list(e_lab), n, IGNORE)
+        for s in range(0, len(ids), L):
+            seqs.append(_pad_to(ids[s:s + L], L, pad_id))
+            labs.append(_pad_to(lab[s:s + L], L, IGNORE))
+        return seqs, labs
     cur_ids: list[int] = []
     cur_lab: list[int] = []
-    for ids, lab in examples:
-        n = -(-len(ids) // D) * D
-        ids, lab = _pad_to(list(ids), n, pad_id), _pad_to(list(lab), n, IGNORE)
-        for s in range(0, n, L):  # pieces of at most L tokens, cut at multiples of D
-            pid, plab = ids[s:s + L], lab[s:s + L]
+    for e_ids, e_lab in examples:  # "whole"
+        for s in range(0, len(e_ids), L):  # a sample longer than L is cut into L-long pieces
+            pid, plab = list(e_ids[s:s + L]), list(e_lab[s:s + L])
             if len(cur_ids) + len(pid) > L:
                 seqs.append(_pad_to(cur_ids, L, pad_id))
                 labs.append(_pad_to(cur_lab, L, IGNORE))
@@ -138,8 +210,8 @@ def check_lengths(seq_len: int, block_size: int) -> None:
 
 
 def build_dataset(tokenizer, rows: list[dict], *, seq_len: int, block_size: int, packing: str, pad_id: int,
-                  seed: int = 0, max_examples: int | None = None) -> PackedData:
-    """Shuffle (seeded), encode, and pack SFT rows."""
+                  seed: int = 0, max_examples: int | None = None, drop_after_answer: bool = True) -> PackedData:
+    """Shuffle (seeded), encode, and pack training rows."""
     check_lengths(seq_len, block_size)
     if packing not in PACKINGS:
         raise ValueError(f"packing must be one of {PACKINGS}, got {packing!r}")
@@ -149,7 +221,7 @@ def build_dataset(tokenizer, rows: list[dict], *, seq_len: int, block_size: int,
     random.Random(seed).shuffle(rows)
     if max_examples:
         rows = rows[:max_examples]
-    examples = [encode_example(tokenizer, r) for r in rows]
+    examples = [encode_example(tokenizer, r, drop_after_answer=drop_after_answer) for r in rows]
     examples = [e for e in examples if any(t != IGNORE for t in e[1])] or examples
     seqs, labs = pack(examples, seq_len, block_size, packing, pad_id)
     return PackedData(torch.tensor(seqs, dtype=torch.long), torch.tensor(labs, dtype=torch.long), len(examples),

@@ -30,6 +30,10 @@ sub-block (the reference implementation also refreshes while the first position 
 independent of the batch it is decoded in.  It is an approximation of the uncached decoder; ``fastdllm bench``
 measures its token agreement.
 
+Context: a prompt whose length plus ``max_new_tokens`` exceeds the model's context
+(``config.max_position_embeddings``) is refused (:class:`ContextError`, naming the prompt and both lengths);
+callers truncate from the left only when asked to (:func:`fit_context`).
+
 Exactness: with ``use_sub_block_cache=False`` the decoder equals :func:`bd_generate_reference`, which recomputes
 the whole sequence under the inference mask at every step, and with ``block_size=1`` it equals Hugging Face
 greedy ``generate`` (tests/test_decoding.py, float64).
@@ -83,7 +87,9 @@ class GenerationStats:
     batch_size: int
     generated_tokens: list[int]
     nfe: int  # forwards of the model (a batched forward counts once)
-    row_nfe: list[int]  # forwards each row took part in
+    # forwards each row took part in: a row waiting in the batch (its sub-block done, or past its EOS) is not
+    # counted, so tokens per forward means the same at every batch size
+    row_nfe: list[int]
     wall_time_s: float  # synchronised wall time of the whole call (model load excluded)
     row_latency_s: list[float]  # time from the call's start until the row was finished
     steps_per_block: list[int] = field(default_factory=list)  # decode steps (commit excluded) per block
@@ -103,6 +109,24 @@ class GenerationStats:
     @property
     def tokens_per_second(self) -> float:
         return self.total_tokens / self.wall_time_s if self.wall_time_s > 0 else float("nan")
+
+    @classmethod
+    def combine(cls, parts: list["GenerationStats"]) -> "GenerationStats":
+        """The statistics of consecutive calls (e.g. the batches of a prompt set) as one: rows concatenated,
+        forwards and wall times summed."""
+        if len(parts) == 1:
+            return parts[0]
+        breakdown: dict = {}
+        for s in parts:
+            for k, v in s.nfe_breakdown.items():
+                breakdown[k] = breakdown.get(k, 0) + v
+        return cls(mode=parts[0].mode, batch_size=parts[0].batch_size,
+                   generated_tokens=[t for s in parts for t in s.generated_tokens], nfe=sum(s.nfe for s in parts),
+                   row_nfe=[n for s in parts for n in s.row_nfe], wall_time_s=sum(s.wall_time_s for s in parts),
+                   row_latency_s=[x for s in parts for x in s.row_latency_s],
+                   steps_per_block=[x for s in parts for x in s.steps_per_block], nfe_breakdown=breakdown,
+                   host_syncs=sum(s.host_syncs for s in parts),
+                   forward_time_s=sum(s.forward_time_s for s in parts))
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -133,6 +157,48 @@ def _check_prompts(prompts) -> list[list[int]]:
             raise ValueError(f"prompt {i} is empty")
         out.append([int(t) for t in p])
     return out
+
+
+class ContextError(ValueError):
+    """A prompt (with its token budget) does not fit the model's context."""
+
+
+def model_context(model) -> int | None:
+    """The model's context length (``config.max_position_embeddings``), or None when the config has none."""
+    n = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def fit_context(prompts, max_new_tokens: int, context: int | None, *, truncate: bool = False,
+                names: list[str] | None = None) -> tuple[list[list[int]], int]:
+    """(prompts, number truncated): every prompt plus ``max_new_tokens`` must fit ``context`` tokens.
+
+    A prompt that does not fit is refused (:class:`ContextError` naming it, its length, the budget and the
+    context) unless ``truncate``: then it loses tokens from the left (its start) until it fits.  The decoders
+    themselves always refuse; truncation is the callers' explicit option.
+    """
+    prompts = [list(p) for p in prompts]
+    if context is None:
+        return prompts, 0
+    if max_new_tokens >= context:
+        raise ContextError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the model's context of "
+                           f"{context} tokens (config.max_position_embeddings)")
+    room, out, n_cut = context - max_new_tokens, [], 0
+    for i, p in enumerate(prompts):
+        if len(p) > room:
+            if not truncate:
+                name = names[i] if names else f"prompt {i}"
+                what = (f"is {len(p)} tokens, longer than the model's context of {context} tokens"
+                        if len(p) > context else
+                        f"is {len(p)} tokens; with max_new_tokens={max_new_tokens} that makes "
+                        f"{len(p) + max_new_tokens}, more than the model's context of {context} tokens")
+                raise ContextError(f"{name} {what} (config.max_position_embeddings); shorten it, lower "
+                                   "max_new_tokens, or ask for left truncation (--truncate-prompts left / "
+                                   "truncate_prompts=True)")
+            p = p[len(p) - room:]
+            n_cut += 1
+        out.append(p)
+    return out, n_cut
 
 
 def _check_mask_token(model, mask_token_id) -> int:
@@ -304,6 +370,7 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
                profile: bool = False) -> GenerationOutput:
     cfg.validate()
     prompts = _check_prompts(prompts)
+    fit_context(prompts, cfg.max_new_tokens, model_context(model))  # refuses a prompt + budget beyond the context
     mask_id = _check_mask_token(model, mask_token_id)
     stop_ids = sorted({int(s) for s in (stop_token_ids or [])})
     if engine_kind == "reference" and cfg.use_sub_block_cache:
@@ -334,22 +401,22 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
     x = x_all
     lens_t = torch.tensor(lens, device=device)
     limits_t = torch.tensor(limits, device=device)
-    row_nfe = [0] * B
+    row_part = torch.zeros(B, dtype=torch.long, device=device)  # forwards each row took part in
+    rows_t = torch.arange(B, device=device)  # original indices of the active rows, on the device
     row_latency = [0.0] * B
     steps_per_block: list[int] = []
     nfe = {"prefill": 0, "block": 0, "sub_block": 0, "commit": 0}
     syncs = 0
 
-    def count(kind):
+    def count_all(kind):  # a forward every active row takes part in (prefill, commit)
         nfe[kind] += 1
-        for r in rows:
-            row_nfe[r] += 1
+        row_part.index_add_(0, rows_t, torch.ones_like(rows_t))
 
     prefill_len = (min(lens) // D) * D
     last_logits = None
     if prefill_len:
         last_logits = engine.prefill(x, prefill_len)
-        count("prefill")
+        count_all("prefill")
     b0 = prefill_len
     while rows and b0 < T:
         blk = x[:, b0:b0 + D].clone()
@@ -380,7 +447,7 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
                 keep = torch.arange(0, S - 1, device=device)  # logits of s0 .. s0+S-2 -> predict s0+1 .. s0+S-1
                 logits = engine.sub_block(blk, s0, S, keep)
                 logits = torch.cat([head_logits[:, None], logits], dim=1)  # s0 keeps the refresh's prediction
-                count("sub_block")
+                nfe["sub_block"] += 1
             else:
                 lo = max(s0 - 1, 0)
                 keep = torch.arange(lo, s0 + S - 1, device=device)
@@ -389,10 +456,11 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
                     first = last_logits if last_logits is not None else logits[:, 0]
                     logits = torch.cat([first[:, None], logits], dim=1)
                 refresh_window, head_logits = w, logits[:, 0]
-                count("block")
+                nfe["block"] += 1
             steps += 1
             tok, conf = _choose(logits, cfg, gen, mask_id)  # [B, S]
             c = cand_all[:, s0:s0 + S]  # candidates of the current sub-block
+            row_part.index_add_(0, rows_t, c.any(dim=1).long())
             conf = torch.where(c, conf, -1.0)  # _choose already works in fp32 (fp64 for fp64 models)
             best = conf.argmax(dim=1)
             force = torch.zeros_like(c).scatter_(1, best[:, None], True) & c.any(dim=1, keepdim=True)
@@ -412,11 +480,12 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
             if not rows:
                 break
             sel = torch.tensor(keep_rows, device=device)
+            rows_t = rows_t.index_select(0, sel)
             x, blk = x.index_select(0, sel), blk.index_select(0, sel)
             lens_t, limits_t = lens_t.index_select(0, sel), limits_t.index_select(0, sel)
             engine.select_rows(sel)
         last_logits = engine.commit(blk)
-        count("commit")
+        count_all("commit")
         b0 += D
     for j, r in enumerate(rows):  # rows still active when the loop ran out of blocks
         x_all[r] = x[j]
@@ -438,7 +507,8 @@ def _bd_decode(model, prompts, mask_token_id, stop_token_ids, cfg: DecodeConfig,
         sequences.append(seq)
     stats = GenerationStats(
         mode="bd" if engine_kind == "cached" else "bd_reference", batch_size=B,
-        generated_tokens=[len(s) for s in sequences], nfe=sum(nfe.values()), row_nfe=row_nfe, wall_time_s=wall,
+        generated_tokens=[len(s) for s in sequences], nfe=sum(nfe.values()), row_nfe=row_part.tolist(),
+        wall_time_s=wall,
         row_latency_s=row_latency, steps_per_block=steps_per_block, nfe_breakdown=nfe, host_syncs=syncs,
         forward_time_s=engine.forward_time,
     )
@@ -481,6 +551,7 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     prompts = _check_prompts(prompts)
     if not isinstance(max_new_tokens, int) or max_new_tokens <= 0:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    fit_context(prompts, max_new_tokens, model_context(model))  # refuses a prompt + budget beyond the context
     if baseline not in ("hf", "hf_static"):
         raise ValueError(f"unknown AR baseline {baseline!r} (expected 'hf' or 'hf_static')")
     stop_ids = sorted({int(s) for s in (stop_token_ids or [])})
@@ -543,7 +614,8 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     latency = [clock.latency[i] if clock.done[i] else wall for i in range(B)]
     stats = GenerationStats(
         mode=f"ar_{baseline}", batch_size=B, generated_tokens=[len(s) for s in sequences], nfe=steps,
-        row_nfe=[steps] * B, wall_time_s=wall, row_latency_s=latency, nfe_breakdown={"decode": steps},
+        row_nfe=[len(s) for s in sequences],  # one forward per token up to the row's stop id (prefill included)
+        wall_time_s=wall, row_latency_s=latency, nfe_breakdown={"decode": steps},
         host_syncs=2 * steps,
     )
     return GenerationOutput(sequences, stats)

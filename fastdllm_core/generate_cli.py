@@ -7,6 +7,10 @@ Plain output: the generated text of each prompt.  ``--json``: one JSON object wi
 token ids and the text, plus the run's statistics: generated tokens per row (up to and including EOS), NFE (model
 forwards), tokens per forward, synchronised wall time, per-row latency and, for the diffusion decoder, decode
 steps per block.  Model load and tokenisation are not timed.
+
+A prompt whose length plus ``--max-new-tokens`` exceeds the model's context (``max_position_embeddings``) is
+refused, naming it and both lengths; ``--truncate-prompts left`` cuts it from the left instead (``--json``
+reports ``truncated_prompts``).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import sys
 
 import torch
 
-from .decoding import DecodeConfig, ar_generate, bd_generate
+from .decoding import DecodeConfig, ar_generate, bd_generate, fit_context, model_context
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attn", default=None, choices=["sdpa", "eager", "flex_attention"],
                    help="attention kernel (default: flex_attention on CUDA, sdpa elsewhere)")
     p.add_argument("--json", action="store_true", help="print JSON with token ids, text and statistics")
+    p.add_argument("--truncate-prompts", choices=["none", "left"], default="none",
+                   help="a prompt that does not fit the model's context with --max-new-tokens: refused (none, the "
+                        "default) or cut from the left (left; the count is reported)")
     return p
 
 
@@ -84,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg.block_size = lm.block_size
             cfg.validate()
         prompts = encode_prompts(lm.tokenizer, texts, args.chat)
+        prompts, n_truncated = fit_context(prompts, args.max_new_tokens, model_context(lm.model),
+                                           truncate=args.truncate_prompts == "left")
     except (ValueError, FileNotFoundError, OSError) as exc:
         print(f"fastdllm generate: error: {exc}", file=sys.stderr)
         return 2
@@ -109,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             "decode_config": {**cfg.__dict__} if args.mode == "bd" else {"max_new_tokens": args.max_new_tokens},
             "outputs": [{"prompt": t, "prompt_ids": p, "token_ids": s, "text": d}
                         for t, p, s, d in zip(texts, prompts, out.sequences, decoded)],
-            "stats": stats,
+            "stats": stats, "truncated_prompts": n_truncated,
         }
         print(json.dumps(doc, indent=2))
     else:
@@ -118,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"### {i}")
             print(d)
         s = out.stats
+        if n_truncated:
+            print(f"note: {n_truncated} prompt(s) cut from the left to fit the model's context", file=sys.stderr)
         print(f"[{s.mode}] {s.total_tokens} tokens, {s.nfe} forwards, {s.tokens_per_forward:.2f} tokens/forward, "
               f"{s.wall_time_s:.3f} s, {s.tokens_per_second:.1f} tokens/s", file=sys.stderr)
     return 0

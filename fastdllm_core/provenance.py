@@ -2,7 +2,8 @@
 
 Every tidy results CSV row carries :func:`run_metadata` columns: git commit, config hash, hardware (GPU name and
 driver when present), package versions and seed.  Files are written to a temporary file in the same directory
-and renamed into place, so a killed job never leaves a half-written result.
+and renamed into place, so a killed job never leaves a half-written result; they get the mode a plain ``open``
+would give them (``0666`` minus the umask, i.e. 0644 under the usual umask 022), not ``mkstemp``'s 0600.
 """
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ import functools
 import hashlib
 import io
 import json
+import logging
 import os
 import platform
 import socket
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 NOT_AVAILABLE = "not available"
 META_COLUMNS = [
@@ -97,13 +103,27 @@ def run_metadata(config=None, seed=None, device: str | None = None) -> dict:
     return {k: meta[k] for k in META_COLUMNS}
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (``/proc/self/status``), else via ``os.umask``."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path next to ``path``; on success it is renamed onto ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets the usual 0644 (umask 022)
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
@@ -134,3 +154,109 @@ def write_csv_atomic(path, rows: list[dict], columns: list[str] | None = None) -
     for r in rows:
         w.writerow({k: r.get(k, "") for k in columns})
     write_text_atomic(path, buf.getvalue())
+
+
+# ------------------------------------------------------------------------------------------------ out_dir lock
+LOCK_NAME = ".fastdllm.lock"
+_HELD: dict[str, list] = {}  # lock path -> [fd, depth] for the locks this process holds (re-entrant)
+
+
+class OutDirBusy(RuntimeError):
+    """Another run is writing the same output directory."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _holder_text(h: dict) -> str:
+    return (f"pid {h.get('pid')} on host {h.get('host')}, started {h.get('started')}"
+            + (f" ({h.get('what')}: {h.get('argv')})" if h.get("argv") else f" ({h.get('what')})"))
+
+
+@contextlib.contextmanager
+def out_dir_lock(out_dir, what: str = "run"):
+    """Hold ``out_dir/.fastdllm.lock`` while writing ``out_dir``: a second concurrent writer gets
+    :class:`OutDirBusy` naming the holder (pid, host, start time).  The lock is an ``flock`` (released by the kernel
+    when the holder dies) plus the holder's description in the file; a file left by a process that is gone from
+    this host is taken over with a warning, one written on another host is respected (delete it when that run is
+    gone).  Re-entrant within a process; the file is removed on release."""
+    out_dir = Path(out_dir)
+    created = [p for p in [out_dir, *out_dir.parents] if not p.exists()]  # removed again if left empty
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / LOCK_NAME
+    key = str(path.resolve())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield path
+        finally:
+            _HELD[key][1] -= 1
+        return
+    import fcntl
+
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise OutDirBusy(f"{out_dir} is being written by another {holder.get('what', 'run')}: "
+                             f"{_holder_text(holder)}; lock file {path}") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed the file between our open and flock: try again
+    try:
+        old = _read_holder(fd)
+        if old:
+            host = socket.gethostname()
+            if old.get("host") != host:
+                raise OutDirBusy(f"{out_dir} has a lock from another host: {_holder_text(old)}; lock file {path} "
+                                 "(delete it if that run is gone)")
+            pid = int(old.get("pid", 0) or 0) if str(old.get("pid", "")).isdigit() else 0
+            if pid != os.getpid():
+                if pid and _pid_alive(pid):
+                    raise OutDirBusy(f"{out_dir} is being written by another {old.get('what', 'run')}: "
+                                     f"{_holder_text(old)}; lock file {path}")
+                msg = f"taking over the stale lock {path} of {_holder_text(old)}: that process is gone"
+                log.warning(msg)
+                print(f"warning: {msg}", file=sys.stderr)
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": what, "argv": " ".join(sys.argv)[:300]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    _HELD[key] = [fd, 1]
+    try:
+        yield path
+    finally:
+        del _HELD[key]
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+        for d in created:  # a failed run leaves no empty output directory behind
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+def _read_holder(fd: int) -> dict:
+    try:
+        raw = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+        return json.loads(raw) if raw else {}
+    except (OSError, ValueError):
+        return {"pid": "?", "host": "?", "started": "?", "what": "run (unreadable lock file)"}

@@ -1,5 +1,7 @@
-"""Tiny offline models for the embedded default and the tests: a character tokenizer with a Qwen2.5-style
-chat template, and small Qwen2 configs.  Nothing here downloads anything."""
+"""Tiny offline models for the embedded default and the tests: tokenizers with a Qwen2.5-style chat template
+(a character tokenizer, or a byte-level BPE trained on the training text with Qwen2.5's pre-tokenizer, which
+splits numbers into single digits) and small Qwen2 configs.  Nothing here
+downloads anything."""
 from __future__ import annotations
 
 import string
@@ -22,22 +24,52 @@ CHAT_TEMPLATE = (
 )
 
 
-def char_tokenizer():
-    """A character-level fast tokenizer (ids: specials 0-3, then printable ASCII) with a chat template."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+# Qwen2.5's pre-tokenizer pattern (tokenizer.json of Qwen/Qwen2.5-*): words with their leading space, single
+# digits, punctuation runs, newlines and whitespace runs
+QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _wrap(tok):
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>",
         model_max_length=4096,
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
+
+
+def bpe_tokenizer(texts, vocab_size: int = 768):
+    """A byte-level BPE (specials 0-3 as in :func:`char_tokenizer`) trained on ``texts`` (deterministic for the
+    same texts in the same order); round-trips any text exactly."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if not isinstance(vocab_size, int) or vocab_size < 300:
+        raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + specials + merges), got {vocab_size!r}")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return _wrap(tok)
+
+
+def char_tokenizer():
+    """A character-level fast tokenizer (ids: specials 0-3, then printable ASCII) with a chat template."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return _wrap(tok)
 
 
 def tiny_qwen2_config(vocab_size: int = 128, hidden_size: int = 64, layers: int = 2, heads: int = 4,

@@ -5,7 +5,8 @@ Recipes (the paper's Table 2 and Table 1 baselines):
 ============  ==========  ========  ======================================================
 recipe        objective   packing   complementary masks
 ============  ==========  ========  ======================================================
-ar_pretrain   ntp         naive     -  (train the tiny AR base from random init)
+ar_pretrain   ntp         whole     -  (pretrain the tiny AR base from random init)
+sft           ntp         whole     -  (instruct-tune it: the stand-in for Qwen2.5-Instruct)
 ntp           ntp         pad       -  (the "NTP fine-tuned" / Nemo-FT baseline)
 bd_naive      bd          naive     no ("naive token shift")
 bd_pad        bd          pad       no ("+ pad")
@@ -37,12 +38,14 @@ import yaml
 
 from . import data as data_mod
 from . import objective as obj
+from .hostload import HostLoad
 from .provenance import run_metadata, write_csv_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
 
 RECIPES = {
-    "ar_pretrain": {"objective": "ntp", "packing": "naive", "complementary": False},
+    "ar_pretrain": {"objective": "ntp", "packing": "whole", "complementary": False},
+    "sft": {"objective": "ntp", "packing": "whole", "complementary": False},
     "ntp": {"objective": "ntp", "packing": "pad", "complementary": False},
     "bd_naive": {"objective": "bd", "packing": "naive", "complementary": False},
     "bd_pad": {"objective": "bd", "packing": "pad", "complementary": False},
@@ -59,8 +62,8 @@ PAPER_HPARAMS = {
 
 DEFAULTS = {
     "recipe": "bd_pad_cm",
-    "model": {"init": "tiny", "tiny": {}},
-    "data": {"train_files": [], "seq_len": 128, "max_examples": None},
+    "model": {"init": "tiny", "tiny": {}, "tokenizer": "char", "vocab_size": 768},
+    "data": {"train_files": [], "seq_len": 128, "max_examples": None, "drop_after_answer": True},
     "objective": {"block_size": 32, "eps": 1e-3},
     "optim": {"lr": 2e-5, "weight_decay": 0.0, "betas": [0.9, 0.999], "warmup_steps": 500, "max_steps": 6000,
               "batch_size": 256, "micro_batch_size": 8, "grad_clip": 1.0, "schedule": "constant"},
@@ -88,7 +91,11 @@ def set_key(cfg: dict, dotted: str, value: str) -> None:
 
 
 def resolve_config(cfg: dict) -> dict:
-    """Fill defaults and validate, naming the bad field, before any expensive work."""
+    """Fill defaults and validate, naming the bad field, before any expensive work.  A key that DEFAULTS does not
+    have (at any depth) is an error naming it and the closest valid key (:mod:`fastdllm_core.configkeys`)."""
+    from .configkeys import check_keys
+
+    check_keys(cfg or {}, DEFAULTS, "training config")
     cfg = _merge(DEFAULTS, cfg)
     for sec, key in (("optim", "lr"), ("optim", "weight_decay"), ("optim", "grad_clip"), ("objective", "eps")):
         v = cfg[sec][key]
@@ -127,18 +134,36 @@ def resolve_config(cfg: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ model
-def build_model(cfg: dict, device: str):
-    """Model + tokenizer + mask token id from ``model.init`` ("tiny" = random tiny Qwen2 + char tokenizer)."""
+def tokenizer_texts(rows: list[dict]):
+    """The text a tokenizer is trained on: plain-text rows, and every chat turn as ``role\ncontent``."""
+    for r in rows:
+        if "text" in r:
+            yield r["text"]
+        else:
+            for m in data_mod.to_messages(r):
+                yield f"{m['role']}\n{m['content']}"
+
+
+def build_model(cfg: dict, device: str, rows: list[dict] | None = None):
+    """Model + tokenizer + mask token id from ``model.init``: ``tiny`` = a random tiny Qwen2 with the character
+    tokenizer (``model.tokenizer: char``) or a byte-level BPE of ``model.vocab_size`` trained on ``rows``
+    (``model.tokenizer: bpe``); anything else is loaded with :func:`~fastdllm_core.model.load_model`."""
     from .model import default_attn_implementation, ensure_mask_token, load_model
 
     attn = cfg["train"]["attn_implementation"] or default_attn_implementation(device)
     init = cfg["model"]["init"]
     if init == "tiny":
-        from .tiny import char_tokenizer, tiny_model, tiny_qwen2_config
+        from .tiny import bpe_tokenizer, char_tokenizer, tiny_model, tiny_qwen2_config
 
-        tok = char_tokenizer()
-        model = tiny_model(tiny_qwen2_config(**cfg["model"].get("tiny", {})), seed=cfg["train"]["seed"],
-                           attn_implementation=attn)
+        kind = cfg["model"]["tokenizer"]
+        if kind == "bpe":
+            tok = bpe_tokenizer(tokenizer_texts(rows or []), cfg["model"]["vocab_size"])
+        elif kind == "char":
+            tok = char_tokenizer()
+        else:
+            raise ValueError(f"model.tokenizer must be 'char' or 'bpe', got {kind!r}")
+        arch = {"vocab_size": -(-len(tok) // 8) * 8, **cfg["model"].get("tiny", {})}
+        model = tiny_model(tiny_qwen2_config(**arch), seed=cfg["train"]["seed"], attn_implementation=attn)
         mask_id = ensure_mask_token(tok, model)
     else:
         lm = load_model(init, device="cpu", dtype=torch.float32, attn_implementation=attn,
@@ -225,6 +250,10 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
     cfg = resolve_config(cfg)
     if max_steps is not None:
         cfg["optim"]["max_steps"] = int(max_steps)
+    # the data first: a bad row is named (file, line, field) before any model is built
+    rows = [r for f in cfg["data"]["train_files"] for r in data_mod.read_jsonl(f)]
+    if not rows:
+        raise ValueError(f"the training dataset is empty: no rows in data.train_files {cfg['data']['train_files']}")
     output_dir = Path(output_dir)
     recipe = RECIPES[cfg["recipe"]]
     o, t = cfg["optim"], cfg["train"]
@@ -243,13 +272,13 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
                          f"micro-batches cannot be split over {world} processes")
     device = str(accelerator.device)
 
-    model, tok, mask_id = build_model(cfg, device)
+    model, tok, mask_id = build_model(cfg, device, rows)
     if t["gradient_checkpointing"]:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
-    rows = [r for f in cfg["data"]["train_files"] for r in data_mod.read_jsonl(f)]
     ds = data_mod.build_dataset(tok, rows, seq_len=L, block_size=D, packing=recipe["packing"], pad_id=mask_id,
-                                seed=seed, max_examples=cfg["data"]["max_examples"])
+                                seed=seed, max_examples=cfg["data"]["max_examples"],
+                                drop_after_answer=cfg["data"]["drop_after_answer"])
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]),
                                   weight_decay=o["weight_decay"])
@@ -279,6 +308,7 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
     bar = tqdm(range(start_step, end), initial=start_step, total=total, desc=f"train {cfg['recipe']}",
                disable=not (progress and accelerator.is_main_process), dynamic_ncols=True)
     t_last, tok_last = time.perf_counter(), tokens_seen
+    host = HostLoad(processes=world).start()  # how busy the machine was over each logged interval
     for step in bar:
         idx = batch_indices(len(ds), o["batch_size"], step, seed)
         ids_all, lab_all = ds.input_ids[idx], ds.labels[idx]
@@ -323,7 +353,8 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
             row = {"step": done, "loss": round(loss, 6), "lr": scheduler.get_last_lr()[0],
                    "grad_norm": "" if grad_norm is None else round(float(grad_norm), 6),
                    "supervised_tokens": norm, "tokens_seen": tokens_seen, "tokens_per_s": round(tps, 2),
-                   "recipe": cfg["recipe"], "world_size": world, **meta}
+                   "recipe": cfg["recipe"], "world_size": world, "torch_threads": torch.get_num_threads(),
+                   **host.sample(), **meta}
             metrics.append(row)
             if accelerator.is_main_process:
                 write_csv_atomic(metrics_path, metrics)
@@ -357,6 +388,55 @@ def _save_final(model, tok, cfg, recipe, output_dir: Path, meta: dict) -> None:
     os.replace(tmp, final)
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
+
+
+def train_processes(cfg: dict, output_dir: str | Path, processes: int) -> Path:
+    """Train on the CPU with ``processes`` data-parallel processes of one thread each (``torchrun``, gloo), or
+    in this process when ``processes`` is 1.
+
+    On a 2-core machine two single-threaded processes train faster than one process with two OpenMP threads, and
+    they do not collapse when another program takes a core (OpenMP threads spin at barriers while a sibling is
+    preempted; a single-threaded process just runs at its share).  Batches, masks and results are those of a
+    single process (see the module docstring)."""
+    import subprocess
+    import tempfile
+
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be a positive integer, got {processes!r}")
+    if processes == 1:
+        return train(cfg, output_dir)
+    resolved = resolve_config(cfg)  # named errors before any process starts
+    o = resolved["optim"]
+    if (o["batch_size"] // o["micro_batch_size"]) % processes:
+        raise ValueError(f"optim.batch_size / micro_batch_size = {o['batch_size'] // o['micro_batch_size']} "
+                         f"micro-batches cannot be split over {processes} processes")
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=output_dir, delete=False) as fh:
+        yaml.safe_dump(cfg, fh, sort_keys=False)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+           "-m", "fastdllm_core.cli", "train", "--config", fh.name, "--output-dir", str(output_dir)]
+    # one thread per process: every threading library's variable (a workflow manager may have set MKL's to the
+    # job's cores, and torch takes the largest)
+    env = dict(os.environ, **{v: "1" for v in THREAD_VARIABLES})
+    out = {k: f for k, f in (("stdout", sys.stdout), ("stderr", sys.stderr)) if _has_fileno(f)}  # e.g. a log
+    try:
+        subprocess.run(cmd, env=env, check=True, **out)
+    finally:
+        os.unlink(fh.name)
+    return output_dir / "final"
+
+
+def _has_fileno(f) -> bool:
+    try:
+        f.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
 # ------------------------------------------------------------------------------------------------ CLI
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="fastdllm train", description=__doc__.split("\n\n")[0])
@@ -372,7 +452,17 @@ def main(argv: list[str] | None = None) -> int:
         if "=" not in kv:
             p.error(f"--set expects KEY=VALUE, got {kv!r}")
         set_key(cfg, *kv.split("=", 1))
-    out = args.output_dir or cfg.get("train", {}).get("output_dir")
+    from .configkeys import UnknownKey, paper_budget_warning
+
+    try:
+        resolve_config(cfg)  # unknown keys and bad values fail here, before anything is printed or built
+    except (UnknownKey, ValueError, FileNotFoundError) as exc:
+        print(f"fastdllm train: error: {exc}", file=sys.stderr)
+        return 2
+    warning = paper_budget_warning(cfg, args.config, max_steps_given=args.max_steps is not None)
+    if warning:  # the first line of output: the paper-scale budget is never used silently
+        print(warning, file=sys.stderr, flush=True)
+    out = args.output_dir or (cfg.get("train") or {}).get("output_dir")
     if not out:
         p.error("give --output-dir or train.output_dir in the config")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -1,27 +1,81 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): time the embedded default end to end from a clean checkout, then check that a second
-# invocation does nothing.  Usage: bash scripts/time_embedded_default.sh [CORES]   (default 2)
-# Writes results/benchmarks/embedded_default_time.json in this checkout (git commit, cores, wall seconds).
+# Benchmark (not a test): time the embedded default end to end from a clean checkout, check that a second
+# invocation does nothing, and optionally time it again on a busy machine.
+#
+#   bash scripts/time_embedded_default.sh [CORES] [--busy N]
+#
+# CORES (default 2): snakemake --cores.  --busy N: after the idle run, run it again from a clean clone while N
+# competing processes (each a 2-thread torch matmul loop) keep the machine busy for the whole run; they are
+# stopped afterwards.  Writes results/benchmarks/embedded_default_time.json in this checkout: git commit, cores,
+# idle and busy wall seconds, and the base model's training speed (steps/s, median over its logged intervals)
+# in each run.
 set -euo pipefail
-cores=${1:-2}
+cores=2
+busy=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --busy) busy=${2:?--busy needs a number}; shift 2 ;;
+    *) cores=$1; shift ;;
+  esac
+done
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-git clone -q "$here" "$work/repo"
-cd "$work/repo"
-# ../shared is looked up relative to the checkout: point the clone at the original one
-ln -s "$(cd "$here/.." && pwd)/shared" "$work/shared" 2>/dev/null || true
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-start=$(date +%s.%N)
-python -m snakemake --cores "$cores" paper_figures > "$work/run.log" 2>&1 || { tail -50 "$work/run.log"; exit 1; }
-end=$(date +%s.%N)
-second=$(python -m snakemake --cores "$cores" paper_figures -n 2>&1 | grep -c "Nothing to be done" || true)
-wall=$(python -c "print(round($end - $start, 1))")
+
+run_once() {  # $1: label -> prints "<wall seconds> <base steps/s>"
+  local dir="$work/$1"
+  git clone -q "$here" "$dir/repo"
+  # ../shared is looked up relative to the checkout: point the clone at the original one
+  ln -s "$(cd "$here/.." && pwd)/shared" "$dir/shared" 2>/dev/null || true
+  cd "$dir/repo"
+  local start end
+  start=$(date +%s.%N)
+  python -m snakemake --cores "$cores" paper_figures > "$dir/run.log" 2>&1 || { tail -50 "$dir/run.log" >&2; exit 1; }
+  end=$(date +%s.%N)
+  python - "$start" "$end" results/tiny/models/ar_pretrained/run/metrics.csv <<'PY'
+import csv, statistics, sys
+start, end, path = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+rows = list(csv.DictReader(open(path)))
+# steps per second of each logged interval: (tokens in the interval / tokens per step) / seconds
+per_step = int(rows[0]["tokens_seen"]) / int(rows[0]["step"])
+rates = [float(r["tokens_per_s"]) / per_step for r in rows[1:]] or [float(rows[0]["tokens_per_s"]) / per_step]
+print(round(end - start, 1), round(statistics.median(rates), 3))
+PY
+  cd "$here"
+}
+
+read -r idle_wall idle_rate < <(run_once idle)
+second=$(cd "$work/idle/repo" && python -m snakemake --cores "$cores" paper_figures -n 2>&1 | grep -c "Nothing to be done" || true)
+busy_wall=null busy_rate=null
+if [ "$busy" -gt 0 ]; then
+  for _ in $(seq "$busy"); do
+    OMP_NUM_THREADS=2 python -c "
+import torch
+torch.set_num_threads(2)
+a = torch.randn(512, 512)
+while True:
+    a = torch.tanh(a @ a)
+" &
+    pids+=($!)
+  done
+  read -r busy_wall busy_rate < <(run_once busy)
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  pids=()
+fi
 mkdir -p "$here/results/benchmarks"
 python - "$here/results/benchmarks/embedded_default_time.json" <<PY
-import json, sys, platform, os
+import json, sys
 from fastdllm_core.provenance import run_metadata, write_json_atomic
-write_json_atomic(sys.argv[1], {"wall_s": $wall, "cores": $cores, "second_invocation_nothing_to_do": bool($second),
-                                "jobs_log_tail": open("$work/run.log").read().splitlines()[-3:], **run_metadata()})
+write_json_atomic(sys.argv[1], {
+    "cores": $cores, "idle_wall_s": $idle_wall, "idle_base_train_steps_per_s": $idle_rate,
+    "second_invocation_nothing_to_do": bool($second), "competitors": $busy,
+    "busy_wall_s": $busy_wall, "busy_base_train_steps_per_s": $busy_rate,
+    "competitor": "python: 2-thread torch 512x512 matmul loop" if $busy else None, **run_metadata()})
 PY
-echo "embedded default: ${wall} s wall on ${cores} cores; second invocation does nothing: $([ "$second" -gt 0 ] && echo yes || echo NO)"
+echo "embedded default on ${cores} cores: idle ${idle_wall} s (base training ${idle_rate} steps/s); second invocation does nothing: $([ "$second" -gt 0 ] && echo yes || echo NO)"
+if [ "$busy" -gt 0 ]; then
+  echo "beside ${busy} competing 2-thread torch process(es): ${busy_wall} s (base training ${busy_rate} steps/s)"
+fi

@@ -64,7 +64,8 @@ def test_comparison_table_reproduced_paper_difference():
     assert dif[3].startswith("n/a")  # stand-in task: no difference
     assert rep[4].startswith("n/a") and "MMLU offline" in t.footnotes[t.footnote("MMLU offline") - 1]
     assert rep[5].startswith("n/a") and any("dataset offline" in f for f in t.footnotes)
-    assert rep[6].startswith("40.0 (")  # mean of the 2 filled columns, flagged
+    assert rep[6].startswith("40.0 partial (2 of 4) (")  # mean of the 2 filled columns, flagged
+    assert dif[6].startswith("n/a")  # never differenced against the paper's average
     md, tex = T.render_markdown(t), T.render_latex(t)
     assert "Scale: **tiny**" in md and "| ours | reproduced (tiny) | 40.0 |" in md
     assert r"\begin{tabular}" in tex and "n/a" in tex and "%" not in tex.split("\n", 1)[1].replace(r"\%", "")
@@ -107,6 +108,11 @@ def test_gpu_figure_never_draws_cpu_rows(tmp_path, device_type, expected):
     names = F.fig_gpu_batch_throughput(_thr(device_type), spec, tmp_path / "f.png", tmp_path / "f.pdf")
     assert names == expected
     assert (tmp_path / "f.png").stat().st_size > 0 and (tmp_path / "f.pdf").stat().st_size > 0
+    if not expected:  # one line of text, no empty axes frame
+        import matplotlib.image as mpimg
+
+        h, w = mpimg.imread(tmp_path / "f.png").shape[:2]
+        assert h < 150 and w > 4 * h
 
 
 def test_threshold_and_mask_figures_write_files(tmp_path):
@@ -122,3 +128,80 @@ def test_threshold_and_mask_figures_write_files(tmp_path):
     F.fig_attention_masks(tmp_path / "m.png", tmp_path / "m.pdf", 8, 2)
     for n in ("t.png", "t.pdf", "m.png", "m.pdf"):
         assert (tmp_path / n).stat().st_size > 1000
+
+
+NINE = ["humaneval_base", "humaneval_plus", "mbpp_base", "mbpp_plus", "gsm8k", "math", "ifeval", "mmlu", "gpqa"]
+
+
+def _avg_table(ids, paper_table="table1", paper_row="Fast-dLLM v2 (1.5B)"):
+    acc = pd.DataFrame([dict(model="m", task=f"t_{i}", metric="acc", value=50.0, status="ok", mode="ar")
+                        for i in NINE])
+    cols = [{"id": i, "title": i, "task": f"t_{i}", "metric": "acc", "comparable": True} for i in ids]
+    cols.append({"id": "avg", "title": "Avg.", "average_of": list(ids), "paper_columns": NINE})
+    return T.comparison_table(name="t", title="T", scale="paper", paper_table=paper_table,
+                              groups=[{"label": "m", "model": "m", "paper_row": paper_row, "decode": None}],
+                              columns=cols, acc=acc)
+
+
+@pytest.mark.parametrize("paper_table,paper_row", [("table1", "Fast-dLLM v2 (1.5B)"), ("table2", "+ pad + CM")])
+def test_partial_average_is_labelled_and_never_differenced(paper_table, paper_row):
+    five = ["humaneval_base", "humaneval_plus", "mbpp_base", "mbpp_plus", "gsm8k"]  # paper.yaml's Table 2 columns
+    t = _avg_table(five, paper_table, paper_row)  # every shown column filled, comparable, but 5 of the paper's 9
+    rep, pap, dif = t.rows
+    assert rep[-1].startswith("50.0 partial (5 of 9) (")
+    assert pap[-1].startswith("45.0 (")  # the paper's 9-column Avg. is still shown
+    assert dif[-1].startswith("n/a (") and all(d[0] in "+-" for d in dif[2:-1])  # the columns are differenced
+    assert any("partial average" in f and "never differenced" in f for f in t.footnotes)
+    full = _avg_table(NINE, paper_table, paper_row)
+    rep, pap, dif = full.rows
+    assert rep[-1] == "50.0" and dif[-1] == "+5.0"  # all nine columns: a real average, differenced
+
+
+def test_case_study_table_shows_the_papers_answers():
+    from analysis import paper_cases
+
+    conv = paper_cases.conversations("multi_turn")
+    rows = [dict(case=1, turn=i + 1, prompt=u, response=f"ours {i}", generated_tokens=5, nfe=3, model="m",
+                 block_size=32, sub_block_size=8, threshold=1.0) for i, u in enumerate(conv[0])]
+    rows += [dict(case=2, turn=1, prompt="Question: stand-in?\nAnswer:", response="7", generated_tokens=2, nfe=2,
+                  model="m", block_size=32, sub_block_size=8, threshold=1.0)]
+    t = T.case_study_table(name="table6_case_multi_turn", title="T6", scale="paper", cases=pd.DataFrame(rows))
+    assert t.header[:5] == ["Case", "Turn", "Prompt", "Reproduced answer", "Paper's answer"]
+    assert t.rows[0][0] == "1 (paper: Daily life)" and t.rows[0][3] == "ours 0"
+    assert t.rows[1][4].startswith("NVIDIA has been in business for 32 years as of 2025. (")
+    assert t.rows[2][4].startswith("NVIDIA's 40th anniversary will be in 2033")
+    assert any("the paper's answer" in f and "Table 6" in f for f in t.footnotes)
+    assert t.rows[3][4].startswith("n/a (")  # a stand-in prompt has no paper answer
+    # the same user turn in another position of a conversation is not the paper's
+    assert paper_cases.match("multi_turn", [conv[0][1]]) is None
+    assert paper_cases.match("single_turn", paper_cases.conversations("single_turn")[1:]).title == "Code"
+    assert "Paper's answer" in T.render_markdown(t)
+
+
+def test_threshold_figure_draws_intervals_when_present(tmp_path, monkeypatch):
+    dec = dict(block_size=32, sub_block_size=8, use_sub_block_cache=False)
+    rows = [dict(model="bd", task="t", metric="acc", value=v, status="ok", mode="bd", threshold=th, **dec)
+            for th, v in ((0.9, 30.0), (1.0, 35.0))]
+    thr = pd.DataFrame([dict(model="bd", mode="bd", batch_size=1, tokens_per_s=tp, threshold=th, **dec)
+                        for th, tp in ((0.9, 20.0), (1.0, 8.0))])
+    spec = {"model": "bd", "label": "BD", "task": "t", "metric": "acc", "thresholds": [0.9, 1.0],
+            "decode": dict(dec, threshold=1.0), "batch": 1}
+    drawn = []
+    real = F.plt.Axes.errorbar
+    monkeypatch.setattr(F.plt.Axes, "errorbar", lambda self, *a, **k: drawn.append(a) or real(self, *a, **k))
+    with_ci = pd.DataFrame([dict(r, ci_low=r["value"] - 5, ci_high=r["value"] + 6) for r in rows])
+    F.fig_threshold_gsm8k(with_ci, thr, spec, "tiny", tmp_path / "a.png", tmp_path / "a.pdf")
+    assert len(drawn) == 1 and list(drawn[0][1]) == [30.0, 35.0]
+    F.fig_threshold_gsm8k(pd.DataFrame(rows), thr, spec, "tiny", tmp_path / "b.png", tmp_path / "b.pdf")
+    F.fig_threshold_gsm8k(pd.DataFrame(), pd.DataFrame(), spec, "tiny", tmp_path / "c.png", tmp_path / "c.pdf")
+    assert len(drawn) == 1  # no intervals in the CSV: none drawn, no error
+    assert all((tmp_path / f"{n}.png").stat().st_size > 1000 for n in "abc")
+
+
+def test_mask_figure_is_drawn_in_analysis_from_the_core_masks(tmp_path):
+    import fastdllm_core.masks as masks
+
+    assert not hasattr(masks, "draw_masks")  # the core keeps only the mask functions
+    assert F.MASK_COLORS["bd"] == "#47B1E1" and F.MASK_COLORS["obc"] == "#46D45A" and F.MASK_COLORS["bc"] == "#F3AA84"
+    F.fig_attention_masks(tmp_path / "m.png", tmp_path / "m.pdf", 8, 2)
+    assert (tmp_path / "m.png").stat().st_size > 1000

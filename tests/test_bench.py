@@ -223,3 +223,19 @@ def test_roofline_cli_on_a_bench_csv(tmp_path, capsys):
         float(rows[0]["tokens_per_s"]) * float(rows[0]["weight_bytes_per_forward"]) / 10e9)
     assert roofline.main(["--bench", str(tmp_path / "none.csv"), "--out", str(r)]) == 2
     assert roofline.measure_bandwidth("cpu", nbytes=1 << 22, iters=2) > 0
+
+
+def test_every_batch_size_decodes_the_same_prompts(tiny64):
+    """A row decodes every prompt (in consecutive batches), so batch 1 and batch 4 are measured on the same
+    prompts and their token counts agree; the combined statistics add up the batches."""
+    from fastdllm_core.bench import batch_of
+
+    prompts = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
+    assert batch_of(prompts, 1) == prompts and len(batch_of(prompts, 4)) == 8 and len(batch_of(prompts, 8)) == 8
+    bm = random_model("tiny", seed=0)
+    rows = run_sweep(bm, prompts, cfg=SweepConfig(modes=("bd",), thresholds=(1.0,), sub_block_sizes=(4,),
+                                                   sub_block_cache=(False,), batch_sizes=(1, 5), block_size=8,
+                                                   max_new_tokens=6, warmup=0, repeats=1, profile=False,
+                                                   ignore_eos=True))
+    assert [r["n_prompts"] for r in rows] == [5, 5]
+    assert rows[0]["total_tokens"] == rows[1]["total_tokens"] == 5 * 6

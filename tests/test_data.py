@@ -20,32 +20,63 @@ def _examples(tokenizer, lengths):
     return [encode_example(tokenizer, {"prompt": "q" * n, "response": "r" * n}) for n in lengths]
 
 
+def test_drop_after_answer_removes_the_template_tail(tokenizer):
+    row = {"prompt": "2+2?", "response": "4"}
+    ids, labels = encode_example(tokenizer, row)
+    assert tokenizer.decode(ids).endswith("4<|im_end|>") and labels[-1] == ids[-1]
+    kept, kept_labels = encode_example(tokenizer, row, drop_after_answer=False)
+    assert tokenizer.decode(kept).endswith("4<|im_end|>\n") and kept_labels[-1] == IGNORE
+    text_ids, text_labels = encode_example(tokenizer, {"text": "abc"})
+    assert text_ids == text_labels and tokenizer.decode(text_ids) == "abc<|endoftext|>"
+
+
+def _sample_starts(tokenizer, seqs):
+    """Positions (in the concatenated sequences) of every sample start: ``<|im_start|>user``."""
+    flat = [t for s in seqs for t in s]
+    u = tokenizer.convert_tokens_to_ids("u")
+    return [i for i in range(len(flat) - 1) if flat[i] == 1 and flat[i + 1] == u]
+
+
 @pytest.mark.parametrize("L,D", [(64, 16), (128, 32), (96, 8)])
 def test_pad_packing_no_block_spans_two_samples(tokenizer, L, D):
     ex = _examples(tokenizer, [1, 5, 17, 40, 3, 90, 2])
     seqs, labs = pack(ex, L, D, "pad", MASK)
     assert all(len(s) == L for s in seqs)
-    # reconstruct sample ids per position: each sample starts with <|im_start|> (id 1) at a block boundary
-    n_samples = 0
-    for s in seqs:
-        # a sample begins with <|im_start|> (id 1) right after padding or at the sequence start
-        for i in range(len(s)):
-            if s[i] == 1 and (i == 0 or s[i - 1] == MASK):
-                assert i % D == 0, f"sample starts inside a block at {i}"
-                n_samples += 1
-        # and a block never holds the end of one sample and the start of the next
+    starts = _sample_starts(tokenizer, seqs)
+    assert len(starts) == len(ex) and all(i % D == 0 for i in starts)  # every sample starts a block
+    for s in seqs:  # a block never holds the end of one sample and the start of the next
         for b in range(0, L, D):
             blk = s[b:b + D]
             assert not any(blk[j] == MASK and blk[j + 1] != MASK for j in range(D - 1))
-    assert n_samples >= len(ex)
-    # padding is the mask token and never in the loss
-    for s, l in zip(seqs, labs):
-        for t, y in zip(s, l):
-            if t == MASK:
-                assert y == IGNORE
-    # every supervised token survives packing exactly once
-    n_sup = sum(sum(y != IGNORE for y in e[1]) for e in ex)
+    for s, l in zip(seqs, labs):  # padding is the mask token and never in the loss
+        assert all(y == IGNORE for t, y in zip(s, l) if t == MASK)
+    n_sup = sum(sum(y != IGNORE for y in e[1]) for e in ex)  # every supervised token survives exactly once
     assert sum(sum(y != IGNORE for y in l) for l in labs) == n_sup
+
+
+def test_whole_packing_never_cuts_a_sample_that_fits(tokenizer):
+    ex = _examples(tokenizer, [1, 5, 17, 40, 3, 20, 2])
+    seqs, labs = pack(ex, 128, 32, "whole", MASK)
+    for e in ex:  # each sample lies whole inside one sequence
+        assert any(e[0] == s[i:i + len(e[0])] for s in seqs for i in range(len(s) - len(e[0]) + 1))
+    assert sum(sum(y != IGNORE for y in l) for l in labs) == sum(sum(y != IGNORE for y in e[1]) for e in ex)
+
+
+def test_pad_packing_is_the_papers_stream_cut_every_L(tokenizer):
+    """Pad each sample to a multiple of D, concatenate, cut every L: padding only at sample tails (and the last
+    sequence), so the real-token share is that of the padded stream -- unlike bin-packing whole samples."""
+    lengths = [3, 20, 7, 41, 12, 30, 5, 60, 9, 25] * 4
+    ex = _examples(tokenizer, lengths)
+    L, D = 128, 16
+    seqs, _ = pack(ex, L, D, "pad", MASK)
+    stream = [t for e in ex for t in e[0] + [MASK] * (-len(e[0]) % D)]
+    flat = [t for s in seqs for t in s]
+    assert flat[:len(stream)] == stream and all(t == MASK for t in flat[len(stream):])
+    assert len(seqs) == -(-len(stream) // L)
+    real = sum(len(e[0]) for e in ex)
+    assert real / len(flat) >= real / len(stream) - L / len(flat)  # only the final sequence's tail is extra
+    whole, _ = pack(ex, L, D, "whole", MASK)
+    assert len(seqs) < len(whole)  # whole-sample bin packing wastes whole sequence tails
 
 
 def test_naive_packing_spans_blocks(tokenizer):

@@ -26,7 +26,7 @@ def setup(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("e2e")
     ck = write_tiny_checkpoint(root / "ck", seed=0)
-    suite = synthetic.write_suite(root / "suite", n_train=20, n_eval=4)
+    suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=20, n_adapt=0, n_eval=4)
     return load_model(str(ck)), suite, root
 
 
@@ -38,7 +38,7 @@ def _rows(path):
 def test_synth_arith_through_lm_eval(setup, tmp_path):
     model, suite, _ = setup
     rows = run_task(model, "synth_arith", decode=DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=16),
-                    batch_size=4, limit=3, out_dir=tmp_path, data_path=suite["arith_test"], model_label="tiny",
+                    batch_size=4, limit=3, out_dir=tmp_path, data_path=suite["synth_arith_test"], model_label="tiny",
                     extra={"run": "ci"})
     metrics = {r["metric"]: r for r in rows}
     assert {"exact_match_strict", "exact_match_flexible"} <= set(metrics)
@@ -50,7 +50,7 @@ def test_synth_arith_through_lm_eval(setup, tmp_path):
     assert [r["metric"] for r in csv_rows] == [r["metric"] for r in rows]
     samples = [json.loads(line) for line in open(tmp_path / "samples.jsonl")]
     assert len(samples) == 3
-    tests = [json.loads(line) for line in open(suite["arith_test"])]
+    tests = [json.loads(line) for line in open(suite["synth_arith_test"])]
     for s in samples:  # exactly what the SFT rows train: GSM8K's doc_to_text as the user turn of the chat template
         q = tests[s["doc_id"]]["question"]
         want = model.tokenizer.apply_chat_template(
@@ -63,17 +63,44 @@ def test_synth_arith_through_lm_eval(setup, tmp_path):
         "Question:")
     # boxed variant adds its own filter
     rows_b = run_task(model, "synth_arith", decode=DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=8),
-                      limit=2, out_dir=tmp_path / "boxed", data_path=suite["arith_test"], prompt_style="boxed")
+                      limit=2, out_dir=tmp_path / "boxed", data_path=suite["synth_arith_test"], prompt_style="boxed")
     assert "exact_match_boxed" in {r["metric"] for r in rows_b}
     s = json.loads(open(tmp_path / "boxed/samples.jsonl").readline())
     assert "\\boxed{}" in s["prompt"]
+
+
+@pytest.mark.parametrize("task,metrics", [
+    ("synth_math", {"exact_match"}),
+    ("synth_ifeval", {"prompt_level_strict_acc", "inst_level_strict_acc"}),
+    ("synth_mc", {"acc"}),
+    ("synth_mbpp", {"pass@1_base", "pass@1_plus"}),
+])
+@pytest.mark.parametrize("mode", ["bd", "ar"])
+def test_new_stand_ins_run_the_benchmark_code_paths(setup, tmp_path, task, metrics, mode):
+    """MATH / IFEval / MMLU / MBPP stand-ins through lm-eval (generate_until, multiple choice by log-likelihood)
+    and EvalPlus: every row has n and a 95% interval (none for IFEval's instruction level)."""
+    model, suite, _ = setup
+    rows = run_task(model, task, mode=mode, decode=DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=12),
+                    batch_size=4, limit=3, out_dir=tmp_path, data_path=suite[f"{task}_test"],
+                    code_opts={"min_time_limit": 0.2})
+    by = {r["metric"]: r for r in rows}
+    assert metrics <= set(by)
+    for name in metrics:
+        r = by[name]
+        assert r["status"] == "ok" and r["n"] == 3 and 0.0 <= r["value"] <= 100.0, r
+        if name == "inst_level_strict_acc":
+            assert r["ci_low"] == r["ci_high"] == ""
+        else:
+            assert 0.0 <= r["ci_low"] <= r["value"] <= r["ci_high"] <= 100.0
+    if task == "synth_mc":  # nothing is generated: no throughput, no generation length
+        assert by["acc"]["total_tokens"] == "" and by["acc"]["max_new_tokens"] == ""
 
 
 def test_synth_code_through_evalplus(setup, tmp_path):
     model, suite, _ = setup
     rows = run_task(model, "synth_code", mode="bd", decode=DecodeConfig(block_size=8, sub_block_size=8,
                                                                          max_new_tokens=16),
-                    limit=3, out_dir=tmp_path, data_path=suite["code_test"], code_opts={"min_time_limit": 0.2})
+                    limit=3, out_dir=tmp_path, data_path=suite["synth_code_test"], code_opts={"min_time_limit": 0.2})
     m = {r["metric"]: r for r in rows}
     assert set(m) == {"pass@1_base", "pass@1_plus"}
     assert all(r["status"] == "ok" and r["n"] == 3 for r in rows)
@@ -83,6 +110,9 @@ def test_synth_code_through_evalplus(setup, tmp_path):
     assert m["pass@1_base"]["value"] == 100.0 * sum(s["correct"] for s in samples) / 3
     if not any(s["has_entry_point"] for s in samples):
         assert "no function" in m["pass@1_base"]["note"]
+    # EvalPlus' scratch files lived in a private directory that is gone; the sandbox used is recorded
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy.csv", "results.json", "samples.jsonl"]
+    assert "session" in json.loads((tmp_path / "results.json").read_text())["info"]["sandbox"]
 
 
 def test_cli_eval_ar_and_errors(setup, tmp_path, capsys):
@@ -90,7 +120,7 @@ def test_cli_eval_ar_and_errors(setup, tmp_path, capsys):
 
     _, suite, root = setup
     rc = main(["eval", "--model", str(root / "ck"), "--task", "synth_arith", "--mode", "ar", "--limit", "2",
-               "--max-new-tokens", "8", "--data-path", suite["arith_test"], "--out-dir", str(tmp_path / "a")])
+               "--max-new-tokens", "8", "--data-path", suite["synth_arith_test"], "--out-dir", str(tmp_path / "a")])
     assert rc == 0
     rows = _rows(tmp_path / "a/accuracy.csv")
     assert rows and all(r["mode"] == "ar" and r["block_size"] == "" for r in rows)
@@ -107,7 +137,7 @@ def test_lm_eval_cli_entry_point(setup, tmp_path):
     _, suite, root = setup
     rc = main(["--model", "fast_dllm_v2", "--model_args",
                f"pretrained={root / 'ck'},block_size=8,sub_block_size=4,max_new_tokens=8,batch_size=2",
-               "--tasks", "synth_arith", "--fastdllm-synth-arith", suite["arith_test"], "--limit", "2",
+               "--tasks", "synth_arith", "--fastdllm-synth-arith", suite["synth_arith_test"], "--limit", "2",
                "--apply_chat_template", "--output_path", str(tmp_path / "out")])
     assert rc == 0
     assert list((tmp_path / "out").rglob("results_*.json"))

@@ -18,48 +18,6 @@ def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-def test_suite_is_deterministic_and_disjoint(tmp_path):
-    a = synthetic.write_suite(tmp_path / "a", seed=3, n_train=300, n_eval=20)
-    b = synthetic.write_suite(tmp_path / "b", seed=3, n_train=300, n_eval=20)
-    c = synthetic.write_suite(tmp_path / "c", seed=4, n_train=300, n_eval=20)
-    for k in a:
-        assert open(a[k], "rb").read() == open(b[k], "rb").read(), k
-    assert open(a["arith_test"]).read() != open(c["arith_test"]).read()
-    test_q = [json.loads(line)["question"] for line in open(a["arith_test"])]
-    train_user = [json.loads(line)["messages"][0]["content"] for line in open(a["arith_train"])]
-    assert len(test_q) == 20 and len(train_user) == 300
-    assert not {synthetic.ARITH_PROMPT.format(question=q) for q in test_q} & set(train_user)
-    code_test = [json.loads(line) for line in gzip.open(a["code_test"], "rt")]
-    code_train = [json.loads(line)["messages"][0]["content"] for line in open(a["code_train"])]
-    assert not {r["prompt"] for r in code_test} & set(code_train)
-    for r in code_test:
-        assert {"task_id", "prompt", "canonical_solution", "entry_point", "test", "base_input", "plus_input",
-                "atol"} <= set(r) and r["plus_input"]
-        ns: dict = {}
-        exec(r["prompt"] + r["canonical_solution"] + r["test"], ns)  # the suite's own code
-        ns["check"](ns[r["entry_point"]])
-
-
-def test_suite_sizes_for_tiny_models(tmp_path):
-    p = synthetic.write_suite(tmp_path, n_train=200, n_eval=10)
-    for line in open(p["arith_train"]):
-        m = json.loads(line)["messages"]
-        assert len(m[0]["content"]) < 120 and len(m[1]["content"]) < 60
-        assert m[1]["content"].split("#### ")[-1].isdigit()
-    for line in open(p["code_train"]):
-        m = json.loads(line)["messages"]
-        assert len(m[0]["content"]) < 120 and len(m[1]["content"]) < 70 and m[1]["content"].startswith("def ")
-    steps = [json.loads(line)["steps"] for line in open(p["arith_test"])]
-    assert 1 in steps and 2 in steps  # one- and multi-step items
-
-
-def test_write_suite_bad_input(tmp_path):
-    with pytest.raises(ValueError, match="n_eval"):
-        synthetic.write_suite(tmp_path, n_eval=10_000)
-    with pytest.raises(ValueError, match="n_train"):
-        synthetic.write_suite(tmp_path, n_train=0)
-
-
 def test_extract_code():
     code, ok = codeeval.extract_code("Here:\n```python\ndef f(x):\n    return x + 1\n```\nDone.", "f")
     assert ok and "return x + 1" in code
@@ -72,9 +30,9 @@ def test_extract_code():
 
 
 def _synth_problem(tmp_path):
-    p = synthetic.write_suite(tmp_path, n_train=10, n_eval=5)
-    rows = codeeval.read_jsonl(p["code_test"])
-    return p["code_test"], rows[0]
+    p = synthetic.write_suite(tmp_path, n_pretrain=0, n_sft=10, n_adapt=0, n_eval=5)
+    rows = codeeval.read_jsonl(p["synth_code_test"])
+    return p["synth_code_test"], rows[0]
 
 
 def test_evalplus_scoring_statuses(tmp_path):
@@ -128,8 +86,8 @@ def test_unknown_task_and_bad_args(tmp_path):
     with pytest.raises(ValueError, match="threshold"):
         from fastdllm_core.decoding import DecodeConfig
         run_task("/x", "gsm8k", decode=DecodeConfig(threshold=1.5), out_dir=tmp_path)
-    assert set(TASKS) == {"synth_arith", "synth_code", "gsm8k", "humaneval", "mbpp", "minerva_math", "ifeval",
-                          "mmlu", "gpqa"}
+    assert set(TASKS) == {"synth_arith", "synth_math", "synth_code", "synth_mbpp", "synth_mc", "synth_ifeval",
+                          "gsm8k", "humaneval", "mbpp", "minerva_math", "ifeval", "mmlu", "gpqa"}
 
 
 def test_task_unavailable_names_the_fix(tmp_path, monkeypatch):
@@ -174,7 +132,7 @@ def test_loglikelihood_first_token_method(tiny_loaded):
     from fastdllm_core.evaluation.lm_model import FastDLLMv2
     from fastdllm_core.masks import attention_kwargs, inference_spec
 
-    lm = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2)
+    lm = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2, loglikelihood_method="first_token")
     ctx, cont = "Q: 2+2?\nA:", " 4x"
     (score, greedy), = lm.loglikelihood([_Req(ctx, cont)], disable_tqdm=True)
     tok = tiny_loaded.tokenizer
@@ -190,14 +148,17 @@ def test_loglikelihood_first_token_method(tiny_loaded):
     assert greedy == (lp.argmax().item() == k_ids[0])
     # the mask token sits in the same block as the last context token and is visible to it: the result
     # differs from a plain causal forward unless the block size is 1
-    lm1 = FastDLLMv2(model=tiny_loaded, block_size=1, sub_block_size=1)
+    lm1 = FastDLLMv2(model=tiny_loaded, block_size=1, sub_block_size=1, loglikelihood_method="first_token")
     (s1, _), = lm1.loglikelihood([_Req(ctx, cont)], disable_tqdm=True)
     causal = torch.log_softmax(m(input_ids=torch.tensor([c_ids]), use_cache=False).logits[0, -1], -1)
     assert math.isclose(s1, causal[k_ids[0]].item(), rel_tol=1e-6)
     # chain scores every continuation token; ar uses the causal log-likelihood of the whole continuation
-    lmc = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2, loglikelihood_method="chain")
+    lmc = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2)  # chain, the default
     (sc, _), = lmc.loglikelihood([_Req(ctx, cont)], disable_tqdm=True)
     assert sc < score
+    (one, _), = lmc.loglikelihood([_Req(ctx, " ")], disable_tqdm=True)  # one token: chain == first token
+    (one_ft, _), = lm.loglikelihood([_Req(ctx, " ")], disable_tqdm=True)
+    assert math.isclose(one, one_ft, rel_tol=1e-9)
     lma = FastDLLMv2(model=tiny_loaded, mode="ar")
     (sa, _), = lma.loglikelihood([_Req(ctx, cont)], disable_tqdm=True)
     full = torch.log_softmax(m(input_ids=torch.tensor([c_ids + k_ids]), use_cache=False).logits[0], -1)
@@ -222,3 +183,59 @@ def test_generate_until_stop_strings_and_bad_args(tiny_loaded):
         FastDLLMv2(model=tiny_loaded, thresh=0.5)
     with pytest.raises(ValueError, match="sub_block_size"):
         FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=3)
+
+
+def test_max_new_tokens_task_uses_each_requests_own_length(tiny_loaded):
+    from fastdllm_core.evaluation.lm_model import LM_EVAL_DEFAULT_MAX_GEN_TOKS, FastDLLMv2
+
+    # "task": the request's max_gen_toks (lm-eval's alias priority), else lm-eval's default 256
+    lm = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2, max_new_tokens="task", batch_size=2)
+    assert lm.task_lengths and lm.model_info["max_new_tokens"] == "task"
+    out = lm.generate_until([_Req("abc", {"until": [], "max_gen_toks": 6}), _Req("x", {"until": [], "max_gen_toks": 6})],
+                            disable_tqdm=True)
+    assert len(out) == 2 and lm.used_max_new_tokens == {6} and lm.requested_max_gen_toks == {6}
+    assert all(n <= 6 for st in lm.gen_stats for n in st.generated_tokens)
+    seen = []
+    lm.generate_texts = lambda prompts, disable_tqdm=False, desc="", max_new_tokens=None, names=None: (
+        seen.append(max_new_tokens) or [""] * len(prompts))
+    lm.generate_until([_Req("abc", {"until": []}), _Req("d", {"until": [], "max_new_tokens": 9})], disable_tqdm=True)
+    assert sorted(seen) == [9, LM_EVAL_DEFAULT_MAX_GEN_TOKS] and LM_EVAL_DEFAULT_MAX_GEN_TOKS == 256
+    # an integer: used for every request, a task's max_gen_toks only recorded
+    fixed = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2, max_new_tokens=5, batch_size=2)
+    fixed.generate_until([_Req("abc", {"until": [], "max_gen_toks": 1280})], disable_tqdm=True)
+    assert fixed.used_max_new_tokens == {5} and fixed.requested_max_gen_toks == {1280}
+    with pytest.raises(ValueError):
+        FastDLLMv2(model=tiny_loaded, max_new_tokens="many")
+
+
+@pytest.mark.parametrize("task,want,source", [("synth_arith", 256, "task: lm-eval default"),
+                                              ("synth_code", 768, "task: EvalPlus default")])
+def test_run_task_records_the_length_used(tiny_loaded, tmp_path, monkeypatch, task, want, source):
+    from fastdllm_core.decoding import DecodeConfig
+    from fastdllm_core.evaluation import run_task, synthetic
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+    from fastdllm_core.evaluation.runner import EVALPLUS_MAX_NEW_TOKENS
+
+    assert EVALPLUS_MAX_NEW_TOKENS == 768  # evalplus.provider.base.DecoderBase's default
+    suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=4, n_adapt=0, n_eval=2)
+    calls = []
+
+    def fake(self, prompts, disable_tqdm=False, desc="generate", max_new_tokens=None, names=None):
+        n = max_new_tokens if max_new_tokens is not None else self.decode.max_new_tokens
+        calls.append(n)
+        self.used_max_new_tokens.add(n)
+        return ["" for _ in prompts]
+
+    monkeypatch.setattr(FastDLLMv2, "generate_texts", fake)
+    data = suite["synth_arith_test"] if task == "synth_arith" else suite["synth_code_test"]
+    dec = DecodeConfig(block_size=4, sub_block_size=2, max_new_tokens=16)
+    kw = dict(decode=dec, limit=1, data_path=data, code_opts={"min_time_limit": 0.2})
+    rows = run_task(tiny_loaded, task, out_dir=tmp_path / "task", max_new_tokens="task", **kw)
+    assert set(calls) == {want} and {r["max_new_tokens"] for r in rows} == {want}
+    assert {r["max_new_tokens_source"] for r in rows} == {source}
+    calls.clear()
+    rows = run_task(tiny_loaded, task, out_dir=tmp_path / "fixed", **kw)  # the decode config's length
+    assert set(calls) == {16} and {r["max_new_tokens"] for r in rows} == {16}
+    assert {r["max_new_tokens_source"] for r in rows} == {"fixed (config)"}
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        run_task(tiny_loaded, task, out_dir=tmp_path / "bad", max_new_tokens=0, **kw)

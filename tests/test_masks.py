@@ -93,10 +93,3 @@ def test_flex_equals_dense_cuda():  # pragma: no cover - GPU only
                                                                              device="cuda"))
     torch.testing.assert_close(out, ref, atol=2e-3, rtol=2e-3)
 
-
-def test_draw_masks(tmp_path):
-    from fastdllm_core.masks import draw_masks
-
-    fig = draw_masks(8, 2, str(tmp_path / "m.png"))
-    assert (tmp_path / "m.png").stat().st_size > 1000
-    assert len(fig.axes) == 2

@@ -146,3 +146,30 @@ def test_cli_set_and_yaml_numbers(tmp_path, data_file):
                  "--set", "optim.max_steps=1"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "o" / "metrics.csv")))
     assert [r["step"] for r in rows] == ["1"]
+
+
+def test_train_processes_runs_one_thread_per_process(tmp_path, data_file, monkeypatch):
+    """The CPU thread policy: N data-parallel processes of one thread each, whatever thread variables the caller
+    (e.g. Snakemake, which sets MKL_NUM_THREADS to the job's cores) has set; bad counts fail before any launch."""
+    import subprocess
+
+    from fastdllm_core import train as T
+
+    seen = {}
+
+    def fake_run(cmd, env, check, **kw):
+        seen.update(cmd=cmd, env=env)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")
+    c = cfg(data_file, max_steps=2)
+    c["optim"].update(batch_size=4, micro_batch_size=2)
+    T.train_processes(c, tmp_path / "run", 2)
+    assert "--nproc_per_node" in seen["cmd"] and seen["cmd"][seen["cmd"].index("--nproc_per_node") + 1] == "2"
+    assert all(seen["env"][v] == "1" for v in T.THREAD_VARIABLES)
+    assert not list((tmp_path / "run").glob("*.yaml"))  # the temporary config is removed
+    with pytest.raises(ValueError, match="cannot be split over 3 processes"):
+        T.train_processes(c, tmp_path / "run", 3)
+    with pytest.raises(ValueError, match="processes must be a positive integer"):
+        T.train_processes(c, tmp_path / "run", 0)

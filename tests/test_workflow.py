@@ -93,6 +93,112 @@ def test_changing_one_decoding_parameter_touches_only_its_jobs():
     assert dc.point_name("bd", dc.parse_point("bd_b32_s8_t0.9_c1")) == "bd_b32_s8_t0.9_c1"
 
 
+def paper_config():
+    return yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+
+
+def _schema_errors(cfg):
+    from snakemake.utils import validate
+
+    try:
+        validate(copy.deepcopy(cfg), str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
+    except Exception as exc:  # noqa: BLE001 - snakemake wraps jsonschema's ValidationError
+        return str(exc)
+    return ""
+
+
+@pytest.mark.parametrize("role,mode", [(r, m) for r, (m, _) in dc.ROLES.items()])
+def test_role_validation_names_the_field(role, mode):
+    for cfg in (default_config(), paper_config()):
+        dc.check(cfg)
+        bad = copy.deepcopy(cfg)
+        bad["roles"][role] = "no_such_model"
+        with pytest.raises(dc.ConfigError, match=rf"roles\.{role}: unknown model 'no_such_model'"):
+            dc.check(bad)
+        bad = copy.deepcopy(cfg)
+        bad["roles"][role] = next(n for n, m in cfg["models"].items() if m["mode"] != mode)
+        with pytest.raises(dc.ConfigError, match=rf"roles\.{role}: must name a model with mode: {mode}"):
+            dc.check(bad)
+        bad = copy.deepcopy(cfg)
+        del bad["roles"][role]
+        with pytest.raises(dc.ConfigError, match=rf"roles\.{role}: is missing"):
+            dc.check(bad)
+        assert role in _schema_errors(bad)  # the schema requires every role too
+
+
+def test_every_config_sets_every_role():
+    ci = yaml.safe_load((ROOT / "config" / "ci.yaml").read_text())
+    for cfg in (default_config(), paper_config(), ci):
+        assert set(cfg["roles"]) == set(dc.ROLES)
+    assert default_config()["roles"] == ci["roles"] == {
+        "main_bd": "bd_pad_cm", "main_ar": "ar_base", "ablation_bd": "bd_pad_cm", "speed_bd": "bd_pad_cm",
+        "speed_ar": "ar_base"}
+
+
+def test_paper_scale_compares_like_with_like():
+    cfg = paper_config()
+    r = cfg["roles"]
+    assert (r["ablation_bd"], r["speed_bd"], r["speed_ar"]) == ("fastdllm_v2_1.5b", "fastdllm_v2_7b", "qwen2.5_7b")
+    ev = dc.evaluations(cfg)
+    base = dc.base_decode(cfg)
+    t3 = {dc.point_name("bd", dict(base, sub_block_size=s)) for s in cfg["tables"]["table3"]["sub_blocks"]}
+    t4 = {dc.point_name("bd", dict(base, block_size=b, sub_block_size=b)) for b in cfg["tables"]["table4"]["block_sizes"]}
+    for task in ("gsm8k", "humaneval"):
+        assert t3 | t4 <= set(ev[("fastdllm_v2_1.5b", task)])  # Tables 3, 4 on the 1.5B model ...
+        assert not (t3 | t4) - {dc.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])  # ... not the 7B
+    sw = dc.bench_sweeps(cfg)
+    assert {x["model"] for x in sw["subblock"]} == {"fastdllm_v2_1.5b"}  # Figure 6
+    assert {x["model"] for x in sw["threshold"]} == {"fastdllm_v2_7b"}
+    # Figures 1b and 5: Fast-dLLM v2 7B against Qwen2.5-7B-Instruct only; Figure 1a's context points at batch 1
+    assert {x["model"] for x in sw["batch"] if x["batch_size"] != 1} == {"fastdllm_v2_7b", "qwen2.5_7b"}
+    assert {x["model"] for x in sw["gpu_batch"]} == {"fastdllm_v2_7b", "qwen2.5_7b"}
+    # Figure 5: the paper's setting, threshold 0.9 with the sub-block cache on
+    assert all(x["decode"]["threshold"] == 0.9 and x["decode"]["use_sub_block_cache"] for x in sw["gpu_batch"])
+    # Table 2: every row trained here by the same code and budget (no released checkpoint among them)
+    rows = [x["model"] for x in cfg["tables"]["table2"]["rows"]]
+    assert all(dc.is_trained(cfg["models"][m]) for m in rows)
+    assert len({repr(dc.training_config(cfg, m, [])["optim"]) for m in rows}) == 1
+    assert cfg["decode"]["max_new_tokens"] == "task" and isinstance(default_config()["decode"]["max_new_tokens"], int)
+
+
+def test_table2_labels_a_released_row_beside_trained_ones():
+    import report_specs
+
+    cfg = paper_config()
+    assert report_specs.table2_provenance(cfg)[0] == {}
+    cfg["tables"]["table2"]["rows"][2]["model"] = "fastdllm_v2_1.5b"  # the released checkpoint
+    suffix, note = report_specs.table2_provenance(cfg)
+    assert suffix == {"fastdllm_v2_1.5b": " [released checkpoint (not trained here)]"}
+    t = report_specs.build_table("table2_recipe_ablation", cfg)
+    labels = [row[0] for row in t.rows if row[0]]
+    assert labels[2].endswith("[released checkpoint (not trained here)]") and "released" not in labels[0]
+    assert any("not trained by this code" in n for n in t.notes)
+
+
+def test_case_study_config_structure():
+    from analysis import paper_cases
+
+    ci = yaml.safe_load((ROOT / "config" / "ci.yaml").read_text())
+    for cfg in (default_config(), paper_config(), ci):
+        cases = cfg["tables"]["cases"]
+        assert len(cases["single_turn"]) == 2 and all(isinstance(p, str) for p in cases["single_turn"])
+        assert len(cases["multi_turn"]) == 2
+        assert all(isinstance(c, list) and 2 <= len(c) <= 3 and all(isinstance(u, str) for u in c)
+                   for c in cases["multi_turn"])
+        assert dc.case_conversations(cfg, "single_turn") == [[p] for p in cases["single_turn"]]
+        assert dc.case_conversations(cfg, "multi_turn") == cases["multi_turn"]
+    # paper scale: the paper's own dialogues, verbatim (Tables 5 and 6)
+    cases = paper_config()["tables"]["cases"]
+    assert cases["single_turn"] == paper_cases.conversations("single_turn")
+    assert cases["multi_turn"] == paper_cases.conversations("multi_turn")
+    assert "NVIDIA" in dc.case_summary(paper_config(), "multi_turn")
+    # a flat list of strings (the old single-conversation form) is rejected by the schema
+    bad = default_config()
+    bad["tables"]["cases"]["multi_turn"] = ["What is 2 + 3?", "Add 4."]
+    assert "multi_turn" in _schema_errors(bad)
+    assert _schema_errors(default_config()) == "" and _schema_errors(paper_config()) == ""
+
+
 @pytest.mark.slow
 def test_end_to_end_ci_config(tmp_path):
     """Reduced default config: every rule runs for real; then a second invocation does nothing."""

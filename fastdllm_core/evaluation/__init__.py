@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-TASKS = ("synth_arith", "synth_code", "gsm8k", "humaneval", "mbpp", "minerva_math", "ifeval", "mmlu", "gpqa")
+SYNTH_TASKS = ("synth_arith", "synth_math", "synth_code", "synth_mbpp", "synth_mc", "synth_ifeval")
+TASKS = (*SYNTH_TASKS, "gsm8k", "humaneval", "mbpp", "minerva_math", "ifeval", "mmlu", "gpqa")
 PROMPT_STYLES = ("paper", "boxed", "plain", "evalplus")
 
 

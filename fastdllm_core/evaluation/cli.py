@@ -17,6 +17,15 @@ def _bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {s!r}")
 
 
+def _length(s: str):
+    if s.strip().lower() == "task":
+        return "task"
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'task', got {s!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fastdllm eval", description="Score a model on one task (lm-eval / EvalPlus / "
                                 "synthetic); writes results.json, samples.jsonl and accuracy.csv to --out-dir.")
@@ -28,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sub-block-size", type=int, default=8)
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--use-sub-block-cache", type=_bool, default=False)
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=_length, default=256,
+                   help="generation length: an integer, or 'task' for each benchmark's own (lm-eval task "
+                        "max_gen_toks, else 256; EvalPlus 768)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--data-path", default=None, help="local dataset file (or directory) instead of the default")
@@ -40,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-time-limit", type=float, default=1.0, help="EvalPlus per-test minimum time limit (s)")
     p.add_argument("--memory-limit-mb", type=int, default=4096, help="EvalPlus memory limit per solution")
     p.add_argument("--parallel", type=int, default=1, help="EvalPlus worker processes")
+    p.add_argument("--truncate-prompts", choices=["none", "left"], default="none",
+                   help="a prompt that does not fit the model's context with --max-new-tokens: refused (none, the "
+                        "default) or cut from the left (left; counted in the truncated_prompts column)")
     p.add_argument("--out-dir", required=True)
     return p
 
@@ -56,31 +70,40 @@ def main(argv=None) -> int:
     try:
         decode = DecodeConfig(block_size=args.block_size or 32, sub_block_size=args.sub_block_size,
                               threshold=args.threshold, use_sub_block_cache=args.use_sub_block_cache,
-                              max_new_tokens=args.max_new_tokens, seed=args.seed).validate()
+                              max_new_tokens=256 if args.max_new_tokens == "task" else args.max_new_tokens,
+                              seed=args.seed).validate()
     except ValueError as exc:
         print(f"fastdllm eval: {exc}", file=sys.stderr)
         return 2
-    try:
-        from .runner import _check_args, check_data
+    import contextlib
 
-        _check_args(args.task, args.mode, args.prompt_style, args.batch_size, args.limit)
-        check_data(args.task, args.data_path, args.out_dir)
-        model = load_model(args.model, device=args.device, dtype=args.dtype, block_size=args.block_size)
-        if args.block_size is None:
-            decode.block_size = model.block_size
-            decode.validate()
-        rows = run_task(model, args.task, mode=args.mode, decode=decode, batch_size=args.batch_size,
-                        limit=args.limit, out_dir=args.out_dir, data_path=args.data_path,
-                        prompt_style=args.prompt_style, model_label=args.model_label, seed=args.seed,
-                        ar_baseline=args.ar_baseline,
-                        code_opts={"min_time_limit": args.min_time_limit, "memory_limit_mb": args.memory_limit_mb,
-                                   "parallel": args.parallel})
-    except TaskUnavailable as exc:
-        print(f"fastdllm eval: task unavailable: {exc}", file=sys.stderr)
-        return 3
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"fastdllm eval: {exc}", file=sys.stderr)
-        return 2
+    from ..provenance import OutDirBusy, out_dir_lock
+
+    with contextlib.ExitStack() as stack:
+        try:
+            from .runner import _check_args, check_data
+
+            _check_args(args.task, args.mode, args.prompt_style, args.batch_size, args.limit)
+            # held for the whole run: a second writer of --out-dir is refused before any model is loaded
+            stack.enter_context(out_dir_lock(args.out_dir, f"fastdllm eval ({args.task})"))
+            check_data(args.task, args.data_path, args.out_dir)
+            model = load_model(args.model, device=args.device, dtype=args.dtype, block_size=args.block_size)
+            if args.block_size is None:
+                decode.block_size = model.block_size
+                decode.validate()
+            rows = run_task(model, args.task, mode=args.mode, decode=decode, batch_size=args.batch_size,
+                            limit=args.limit, out_dir=args.out_dir, data_path=args.data_path,
+                            prompt_style=args.prompt_style, model_label=args.model_label, seed=args.seed,
+                            ar_baseline=args.ar_baseline, truncate_prompts=args.truncate_prompts == "left",
+                            max_new_tokens="task" if args.max_new_tokens == "task" else None,
+                            code_opts={"min_time_limit": args.min_time_limit,
+                                       "memory_limit_mb": args.memory_limit_mb, "parallel": args.parallel})
+        except TaskUnavailable as exc:
+            print(f"fastdllm eval: task unavailable: {exc}", file=sys.stderr)
+            return 3
+        except (ValueError, FileNotFoundError, OutDirBusy) as exc:
+            print(f"fastdllm eval: {exc}", file=sys.stderr)
+            return 2
     for r in rows:
         print(json.dumps({k: r[k] for k in ("task", "metric", "value", "n", "status", "note", "tokens_per_s")}))
     return 0

@@ -7,25 +7,36 @@ Datasets (EvalPlus form: ``task_id, prompt, canonical_solution, entry_point, bas
   else EvalPlus' download of HumanEval+ when online.  A file without ``plus_input`` (original HumanEval) is
   converted and scored **base-only**: the plus row is reported as ``n/a``, never as a plus score.
 * ``mbpp``: ``data_path`` or ``$MBPP_OVERRIDE_PATH``, else EvalPlus' download when online.
-* ``synth_code``: ``data_path`` (``code_test.jsonl.gz`` from :func:`.synthetic.write_suite`, or its directory)
-  or ``$FASTDLLM_SYNTH_CODE_PATH``.
+* ``synth_code`` / ``synth_mbpp``: ``data_path`` (``code_test.jsonl.gz`` / ``mbpp_test.jsonl.gz`` from
+  :func:`.synthetic.write_suite`, or their directory) or ``$FASTDLLM_SYNTH_CODE_PATH`` /
+  ``$FASTDLLM_SYNTH_MBPP_PATH``; scored as HumanEval / MBPP respectively.
 
 Prompts (``prompt_style``): ``paper`` = EvalPlus' chat prompt for instruct models (its instruction prefix, the
 problem in a fenced block, and the assistant turn opened with its response prefix and a ```python fence), via
 ``evalplus.provider.utility.make_raw_chat_prompt``; ``plain`` = the problem prompt as the user turn.  For
-``synth_code`` ``paper`` means the suite's own convention, which is ``plain`` (see :mod:`.synthetic`);
+``synth_code`` and ``synth_mbpp`` ``paper`` means the suite's own convention, which is ``plain`` (see
+:mod:`.synthetic`);
 ``evalplus`` forces EvalPlus' prompt there.  Completions go through ``evalplus.sanitize(text, entry_point)``.
+
+Scoring runs model-written code: each solution runs in a sandboxed child process (:mod:`.sandbox`; README,
+"Sandbox for model-written code").
 """
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+from ..provenance import atomic_path
 from . import TaskUnavailable, offline, shared_dir
+from .datacheck import check_file
+
+log = logging.getLogger(__name__)
 
 EVALPLUS_INSTRUCTION = ("Please provide a self-contained Python script that solves the following problem in a "
                         "markdown code block:")
@@ -33,11 +44,16 @@ EVALPLUS_RESPONSE = ("Below is a Python script with a self-contained function th
                      "corresponding tests:")
 
 
+SYNTH_FILES = {"synth_code": ("FASTDLLM_SYNTH_CODE_PATH", "code_test.jsonl.gz"),
+               "synth_mbpp": ("FASTDLLM_SYNTH_MBPP_PATH", "mbpp_test.jsonl.gz")}
+MBPP_FORM = ("mbpp", "synth_mbpp")  # scored by EvalPlus as MBPP (the others as HumanEval)
+
+
 def read_jsonl(path) -> list[dict]:
-    path = str(path)
-    op = gzip.open if path.endswith(".gz") else open
-    with op(path, "rt") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    """The rows of a JSONL(.gz) file; a line that is not JSON is named (file and line)."""
+    from .datacheck import iter_rows
+
+    return [row for _, row in iter_rows(Path(path))]
 
 
 def _worker(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
@@ -52,21 +68,23 @@ def _worker(args: list[str], env: dict, timeout: float) -> subprocess.CompletedP
     return proc
 
 
-def resolve_dataset(task: str, data_path, work_dir: Path) -> tuple[Path, bool, str]:
-    """(EvalPlus-form file, plus inputs available, description of the source)."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    if task == "synth_code":
-        p = data_path or os.environ.get("FASTDLLM_SYNTH_CODE_PATH")
+def resolve_dataset(task: str, data_path, work_dir: Path | None, check_only: bool = False) -> tuple[Path, bool, str]:
+    """(EvalPlus-form file, plus inputs available, description of the source).  An original HumanEval file is
+    converted into ``work_dir`` (a run's private scratch directory); ``check_only`` finds and checks the data
+    without writing anything (the returned path is then the source file)."""
+    if task in SYNTH_FILES:
+        env_var, fname = SYNTH_FILES[task]
+        p = data_path or os.environ.get(env_var)
         if not p:
-            raise TaskUnavailable("synth_code needs its test file: pass data_path=<suite dir>/code_test.jsonl.gz "
-                                  "(written by fastdllm_core.evaluation.synthetic.write_suite) or set "
-                                  "FASTDLLM_SYNTH_CODE_PATH")
+            raise TaskUnavailable(f"{task} needs its test file: pass data_path=<suite dir>/{fname} (written by "
+                                  f"fastdllm_core.evaluation.synthetic.write_suite) or set {env_var}")
         p = Path(p)
         if p.is_dir():
-            p = p / "code_test.jsonl.gz"
+            p = p / fname
         if not p.is_file():
-            raise TaskUnavailable(f"synth_code test file not found: {p} (write it with synthetic.write_suite; "
-                                  "pass data_path= or set FASTDLLM_SYNTH_CODE_PATH)")
+            raise TaskUnavailable(f"{task} test file not found: {p} (write it with synthetic.write_suite; "
+                                  f"pass data_path= or set {env_var})")
+        check_file(task, p)  # names file, line and field of a bad item; an empty file fails here too
         return p, True, f"synthetic suite {p}"
     env_var = "HUMANEVAL_OVERRIDE_PATH" if task == "humaneval" else "MBPP_OVERRIDE_PATH"
     p = data_path or os.environ.get(env_var)
@@ -79,20 +97,25 @@ def resolve_dataset(task: str, data_path, work_dir: Path) -> tuple[Path, bool, s
         p = Path(p)
         if not p.is_file():
             raise TaskUnavailable(f"{task} dataset not found at {p} ({source}); fix data_path= or ${env_var}")
+        check_file(task, p)  # names file, line and field of a bad item; an empty file fails here too
         rows = read_jsonl(p)
-        if not rows:
-            raise TaskUnavailable(f"{task} dataset {p} is empty")
         if "plus_input" in rows[0] and rows[0]["plus_input"]:
             return p, True, source
         if task == "mbpp":
             raise TaskUnavailable(f"{p} has no EvalPlus inputs (plus_input); MBPP needs the MbppPlus file "
                                   "(set MBPP_OVERRIDE_PATH to MbppPlus-*.jsonl)")
+        note = source + " (no plus inputs: base tests only)"
+        if check_only:
+            return p, False, note
+        work_dir = Path(work_dir)
+        work_dir.mkdir(parents=True, exist_ok=True)
         out = work_dir / "humaneval_base_only.jsonl"
-        if "base_input" in rows[0]:
-            out.write_text("".join(json.dumps({**r, "plus_input": []}) + "\n" for r in rows))
-        else:
-            _worker(["convert-humaneval", "--src", str(p), "--out", str(out)], {}, timeout=600)
-        return out, False, source + " (no plus inputs: base tests only)"
+        with atomic_path(out) as tmp:  # never a half-written file under the fixed name
+            if "base_input" in rows[0]:
+                tmp.write_text("".join(json.dumps({**r, "plus_input": []}) + "\n" for r in rows))
+            else:
+                _worker(["convert-humaneval", "--src", str(p), "--out", str(tmp)], {}, timeout=600)
+        return out, False, note
     # EvalPlus' own download (HumanEval+ / MBPP+), only when online
     if offline():
         raise TaskUnavailable(f"{task}: offline and no local dataset; set {env_var} to the EvalPlus "
@@ -120,7 +143,7 @@ def resolve_dataset(task: str, data_path, work_dir: Path) -> tuple[Path, bool, s
 
 
 def build_prompt(problem: dict, tokenizer, style: str, task: str) -> str:
-    if style == "paper" and task == "synth_code":
+    if style == "paper" and task in SYNTH_FILES:
         style = "plain"
     if style in ("paper", "evalplus"):
         from evalplus.provider.utility import make_raw_chat_prompt
@@ -154,19 +177,36 @@ def extract_code(text: str, entry_point: str) -> tuple[str, bool]:
 def score(dataset_file: Path, task: str, solutions: list[dict], work_dir: Path, base_only: bool,
           min_time_limit: float = 1.0, gt_time_limit_factor: float = 4.0, memory_limit_mb: int = 4096,
           parallel: int = 1) -> list[dict]:
-    """EvalPlus statuses for ``solutions`` (``task_id``, ``solution``), computed in a subprocess."""
+    """EvalPlus statuses for ``solutions`` (``task_id``, ``solution``), computed in a subprocess; every solution
+    runs in the sandbox of :mod:`.sandbox` (each row's ``sandbox`` says which mechanisms were in force)."""
+    work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    samples = work_dir / "evalplus_samples.jsonl"
+    # a private scratch directory per call: two scorings sharing work_dir never touch each other's files
+    with tempfile.TemporaryDirectory(prefix=".evalplus-score-", dir=work_dir) as scratch:
+        return _score_in(Path(scratch), dataset_file, task, solutions, base_only, min_time_limit,
+                         gt_time_limit_factor, memory_limit_mb, parallel)
+
+
+def _score_in(scratch: Path, dataset_file, task, solutions, base_only, min_time_limit, gt_time_limit_factor,
+              memory_limit_mb, parallel) -> list[dict]:
+    samples = scratch / "evalplus_samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": s["task_id"], "solution": s["solution"]}) + "\n"
                                for s in solutions))
-    out = work_dir / "evalplus_results.json"
-    dataset = "mbpp" if task == "mbpp" else "humaneval"
+    out = scratch / "evalplus_results.json"
+    dataset = "mbpp" if task in MBPP_FORM else "humaneval"
+    sandbox_dir = os.environ.get("FASTDLLM_SANDBOX_DIR") or str(scratch / "sandbox")  # removed with scratch
+    os.makedirs(sandbox_dir, exist_ok=True)
     env = {"HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH": str(dataset_file),
-           "EVALPLUS_MAX_MEMORY_BYTES": str(int(memory_limit_mb) * 1024 * 1024)}
+           "EVALPLUS_MAX_MEMORY_BYTES": str(int(memory_limit_mb) * 1024 * 1024), "FASTDLLM_SANDBOX_DIR": sandbox_dir}
     args = ["score", "--dataset", dataset, "--samples", str(samples), "--out", str(out),
             "--min-time-limit", str(min_time_limit), "--gt-time-limit-factor", str(gt_time_limit_factor),
             "--parallel", str(parallel)]
     if base_only:
         args.append("--base-only")
     _worker(args, env, timeout=120 + 2 * 65 * len(solutions) / max(parallel, 1))
-    return json.loads(out.read_text())["results"]
+    doc = json.loads(out.read_text())
+    box = doc.get("sandbox", {})
+    if not box.get("full"):
+        log.warning("model-written code ran in a weaker sandbox than the full set: %s (README: 'Sandbox for "
+                    "model-written code')", box.get("description"))
+    return [{**r, "sandbox": box.get("description", "")} for r in doc["results"]]

@@ -3,13 +3,17 @@
 The harness never executes generated code in its own process: :mod:`.codeeval` starts this module as a
 subprocess with ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` (read by EvalPlus at import time),
 ``EVALPLUS_MAX_MEMORY_BYTES`` and ``EVALPLUS_TIMEOUT_PER_TASK`` set, under an overall wall-clock timeout.
-EvalPlus' ``check_correctness`` then runs every solution in a further child process with its per-test time
-limits (``max(min_time_limit, gt_time_limit_factor * ground-truth time)``) and the memory limit.
+Every solution then runs (base and plus separately, as EvalPlus' ``check_correctness`` does) in a sandboxed
+child process (:func:`.sandbox.untrusted_check`: EvalPlus' checks, time limits
+``max(min_time_limit, gt_time_limit_factor * ground-truth time)`` and memory limit, inside an OS sandbox).
+The sandbox in force is printed to stderr and recorded in the output (``sandbox``).
 
 Sub-commands:
 
 * ``score --dataset humaneval|mbpp --samples S.jsonl --out R.json [--base-only] [--min-time-limit F]
-  [--gt-time-limit-factor F] [--parallel N]``: statuses per sample (base and plus), in sample order.
+  [--gt-time-limit-factor F] [--parallel N]``: statuses per sample (base and plus), in sample order.  EvalPlus
+  0.3.1 cannot pass HumanEval/32 (``find_zero``): its ``_poly`` oracle never records a passed input; the
+  sandbox's copy of EvalPlus' checks records it (:func:`.sandbox._execute`).
 * ``convert-humaneval --src HumanEval.jsonl.gz --out D.jsonl``: the original HumanEval file (no EvalPlus
   inputs) to EvalPlus form for base-only scoring.  ``base_input`` is recorded by running each problem's own
   ``check`` function against a wrapper of its canonical solution that records the arguments (``random`` seeded
@@ -32,12 +36,32 @@ def _read_jsonl(path: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def _check(job) -> dict:
+    """One solution: base (and plus) statuses, each run in its own sandboxed child (:mod:`.sandbox`)."""
+    from fastdllm_core.evaluation.sandbox import untrusted_check
+
+    dataset, problem, solution, expected, base_only, min_time_limit, gt_factor = job
+    out = {}
+    flags = -1
+    for split in ("base",) if base_only else ("base", "plus"):
+        stat, details, rep = untrusted_check(dataset, solution, problem[f"{split}_input"], problem["entry_point"],
+                                             expected[split], problem["atol"], expected[f"{split}_time"],
+                                             fast_check=True, min_time_limit=min_time_limit,
+                                             gt_time_limit_factor=gt_factor)
+        out[split] = stat
+        flags &= rep["flags"]
+    out["flags"] = flags
+    return out
+
+
 def _score(args) -> int:
     from concurrent.futures import ProcessPoolExecutor
 
-    from evalplus.eval import PASS
+    from evalplus.eval import PASS  # EvalPlus is loaded here once, not in every sandboxed child
     from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
-    from evalplus.evaluate import check_correctness, get_groundtruth
+    from evalplus.evaluate import get_groundtruth
+
+    from fastdllm_core.evaluation import sandbox
 
     if args.dataset == "humaneval":
         from evalplus.data import get_human_eval_plus as get_problems
@@ -58,21 +82,35 @@ def _score(args) -> int:
     # ground truth is cached by EvalPlus under this hash: include the subset so a --limit run never collides
     key = get_hash() + "-" + hashlib.md5("\n".join(ids).encode()).hexdigest()[:12]
     expected = get_groundtruth(subset, key, not_none)
-    jobs = [(args.dataset, i, subset[s["task_id"]], s["solution"], expected[s["task_id"]], args.base_only, True,
-             None, args.min_time_limit, args.gt_time_limit_factor) for i, s in enumerate(samples)]
+    probe = sandbox.probe()
+    print(f"sandbox for model-written code: {probe['description']}", file=sys.stderr)
+    if not probe["ok"] or not probe["full"]:
+        print(f"WARNING: weaker sandbox than the full set ({'setup failed, ' if not probe['ok'] else ''}"
+              f"mode {probe['mode']}): {probe['description']}; see README 'Sandbox for model-written code'",
+              file=sys.stderr)
+    jobs = [(args.dataset, subset[s["task_id"]], s["solution"], expected[s["task_id"]], args.base_only,
+             args.min_time_limit, args.gt_time_limit_factor) for s in samples]
     if args.parallel > 1:
         with ProcessPoolExecutor(max_workers=args.parallel) as ex:
-            results = list(ex.map(check_correctness, *zip(*jobs)))
+            results = list(ex.map(_check, jobs))
     else:
-        results = [check_correctness(*j) for j in jobs]
+        results = [_check(j) for j in jobs]
     out = []
+    flags = -1
     for s, r in zip(samples, results):
-        base = r["base"][0]
-        plus = None if args.base_only else r["plus"][0]
+        base = r["base"]
+        plus = None if args.base_only else r["plus"]
+        flags &= r["flags"]
         out.append({"task_id": s["task_id"], "base_status": base, "plus_status": plus,
                     "base_pass": base == PASS, "plus_pass": None if args.base_only else (base == plus == PASS)})
+    used = sandbox.describe(flags if results else probe["flags"], probe["landlock_abi"])
+    if results and flags != probe["flags"]:
+        print(f"WARNING: some solutions ran with less than the probed sandbox: {used}", file=sys.stderr)
+    sandbox_info = {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
+                    "mode": probe["mode"], "landlock_abi": probe["landlock_abi"]}
     with open(args.out, "w") as fh:
-        json.dump({"dataset": args.dataset, "base_only": args.base_only, "results": out}, fh)
+        json.dump({"dataset": args.dataset, "base_only": args.base_only, "sandbox": sandbox_info, "results": out},
+                  fh)
     return 0
 
 

@@ -8,23 +8,32 @@ Every decoding option is a ``model_args`` key::
 Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar``), ``block_size``,
 ``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``, ``temperature``, ``top_p``,
 ``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``, ``ar_baseline`` (``hf`` | ``hf_static``),
-``loglikelihood_method`` (``first_token`` | ``chain``), ``max_length``.
+``loglikelihood_method`` (``first_token`` | ``chain``), ``max_length`` (the context length to respect; default
+the model's ``max_position_embeddings``), ``truncate_prompts`` (``false`` | ``left``).
+
+Context: a prompt whose length plus ``max_new_tokens`` (or a loglikelihood request) exceeds the context is
+refused, naming the request and both lengths, unless ``truncate_prompts=left`` (then it is cut from the left and
+counted in :attr:`FastDLLMv2.n_truncated_prompts`).
 
 generate_until
     Requests are grouped by their generation kwargs, sorted by prompt length (longest first) and decoded in
     batches.  Generation stops at the tokenizer's EOS ids (``<|im_end|>``); lm-eval's ``until`` strings are then
-    applied to the text (the continuation is cut at the first one).  ``max_new_tokens`` comes from ``model_args``
-    (the decoding option under test); a task's ``max_gen_toks`` is recorded but does not override it.
+    applied to the text (the continuation is cut at the first one).  ``max_new_tokens`` (``model_args``): an
+    integer is used for every request (a task's ``max_gen_toks`` is then recorded but not used); ``task`` uses
+    each request's own length, the task's ``max_gen_toks`` (or its aliases ``max_new_tokens`` / ``max_tokens`` /
+    ``max_completion_tokens``), else lm-eval's default :data:`LM_EVAL_DEFAULT_MAX_GEN_TOKS` (e.g. IFEval 1280,
+    GSM8K and MATH 256).  The lengths actually used are in :attr:`FastDLLMv2.used_max_new_tokens`.
 
 loglikelihood (multiple-choice tasks)
-    ``first_token`` (default, the reference implementation's method): the context followed by one ``[MASK]`` is
-    forwarded under the block-diffusion inference mask (block-causal, bidirectional inside the last, partial
-    block); the log-probability of the *first continuation token* at the mask (read from the previous position's
-    logit, the shifted-label convention) is the score, and ``is_greedy`` says whether it is the argmax.  Later
-    continuation tokens are ignored: for MMLU/GPQA letter answers (one token after the space) this is the full
-    continuation.  ``chain`` scores every continuation token ``k`` by forwarding ``context + cont[:k] + [MASK]``
-    (one forward per token) and sums.  In ``mode=ar`` the usual causal log-likelihood of the whole
-    continuation (one causal forward) is used.
+    ``first_token`` (the reference implementation's method): the context followed by one ``[MASK]`` is forwarded
+    under the block-diffusion inference mask (block-causal, bidirectional inside the last, partial block); the
+    log-probability of the *first continuation token* at the mask (read from the previous position's logit, the
+    shifted-label convention) is the score, and ``is_greedy`` says whether it is the argmax.  Later continuation
+    tokens are ignored.  ``chain`` (default) scores every continuation token ``k`` by forwarding
+    ``context + cont[:k] + [MASK]`` (one forward per token) and sums: for a one-token continuation (MMLU/GPQA
+    letter answers) it *is* the first-token method, and for a longer one (an option's text) it does not ignore
+    the rest.  In ``mode=ar`` the usual causal log-likelihood of the whole continuation (one causal forward) is
+    used.
 
 Throughput: :attr:`FastDLLMv2.gen_stats` keeps the decoder's own :class:`GenerationStats` of every batch
 (tokens up to and including EOS; synchronised generation wall time, tokenisation excluded).
@@ -32,12 +41,12 @@ Throughput: :attr:`FastDLLMv2.gen_stats` keeps the decoder's own :class:`Generat
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import torch
 from tqdm import tqdm
 
-from ..decoding import DecodeConfig, ar_generate, bd_generate
+from ..decoding import ContextError, DecodeConfig, ar_generate, bd_generate, fit_context, model_context
 from ..model import LoadedModel, load_model
 
 log = logging.getLogger(__name__)
@@ -50,6 +59,19 @@ except ImportError as exc:  # pragma: no cover
 
 MODEL_NAME = "fast_dllm_v2"
 LL_METHODS = ("first_token", "chain")
+TASK_LENGTH = "task"  # max_new_tokens=task: each benchmark's own generation length
+# lm-eval's default generation length when a task's generation_kwargs set none (lm_eval.models.utils.
+# normalize_gen_kwargs / HFLM's max_gen_toks)
+LM_EVAL_DEFAULT_MAX_GEN_TOKS = 256
+GEN_LENGTH_KEYS = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")  # lm-eval's priority
+
+
+def request_max_gen_toks(kw: dict | None) -> int | None:
+    """The generation length a request's kwargs ask for (lm-eval's alias priority), or None."""
+    for k in GEN_LENGTH_KEYS:
+        if (kw or {}).get(k) is not None:
+            return int(kw[k])
+    return None
 
 
 def _as_bool(v) -> bool:
@@ -84,13 +106,14 @@ class FastDLLMv2(LM):
     def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
                  sub_block_size=8, threshold=0.9, use_sub_block_cache=False, max_new_tokens=256, temperature=0.0,
                  top_p=1.0, seed=None, batch_size=8, device="cpu", dtype="auto", attn_implementation=None,
-                 ar_baseline="hf", loglikelihood_method="first_token", max_length=None, **unknown):
+                 ar_baseline="hf", loglikelihood_method="chain", max_length=None, truncate_prompts=False,
+                 **unknown):
         super().__init__()
         if unknown:
             raise ValueError(f"unknown fast_dllm_v2 model_args {sorted(unknown)}; valid keys: pretrained, mode, "
                              "block_size, sub_block_size, threshold, use_sub_block_cache, max_new_tokens, "
                              "temperature, top_p, seed, batch_size, device, dtype, attn_implementation, ar_baseline, "
-                             "loglikelihood_method, max_length")
+                             "loglikelihood_method, max_length, truncate_prompts")
         if mode not in ("bd", "ar"):
             raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
         if loglikelihood_method not in LL_METHODS:
@@ -106,10 +129,13 @@ class FastDLLMv2(LM):
         self.mode = mode
         self.ar_baseline = ar_baseline
         self.ll_method = loglikelihood_method
+        # max_new_tokens=task: each request's own length (lm-eval's default when the task sets none)
+        self.task_lengths = str(max_new_tokens).strip().lower() == TASK_LENGTH
         # validate the decoding options before loading anything
         self.decode = DecodeConfig(
             block_size=_opt_int(block_size) or 32, sub_block_size=int(sub_block_size), threshold=float(threshold),
-            use_sub_block_cache=_as_bool(use_sub_block_cache), max_new_tokens=int(max_new_tokens),
+            use_sub_block_cache=_as_bool(use_sub_block_cache),
+            max_new_tokens=LM_EVAL_DEFAULT_MAX_GEN_TOKS if self.task_lengths else int(max_new_tokens),
             temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed)).validate()
         if model is None:
             if not pretrained:
@@ -123,8 +149,12 @@ class FastDLLMv2(LM):
         self.tokenizer = model.tokenizer
         self._device = model.model.device
         self._max_length = _opt_int(max_length)
+        self.truncate_prompts = str(truncate_prompts).strip().lower() == "left" or (
+            str(truncate_prompts).strip().lower() != "none" and _as_bool(truncate_prompts))
+        self.n_truncated_prompts = 0  # prompts cut from the left to fit the context (only with truncate_prompts)
         self.gen_stats = []  # GenerationStats of every generate batch
         self.requested_max_gen_toks: set = set()
+        self.used_max_new_tokens: set = set()  # generation lengths actually used
 
     @classmethod
     def create_from_arg_string(cls, arg_string, additional_config=None):
@@ -144,8 +174,11 @@ class FastDLLMv2(LM):
     # ------------------------------------------------------------------------------------------ properties
     @property
     def model_info(self) -> dict:
-        return {"source": self.lm.source, "mode": self.mode, **asdict(self.decode),
+        info = {"source": self.lm.source, "mode": self.mode, **asdict(self.decode),
                 "ar_baseline": self.ar_baseline, "loglikelihood_method": self.ll_method}
+        if self.task_lengths:
+            info["max_new_tokens"] = TASK_LENGTH
+        return info
 
     @property
     def tokenizer_name(self) -> str:
@@ -162,12 +195,27 @@ class FastDLLMv2(LM):
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     # ------------------------------------------------------------------------------------------ generation
-    def generate_texts(self, prompts: list[str], disable_tqdm: bool = False, desc: str = "generate") -> list[str]:
-        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS)."""
+    @property
+    def context_length(self) -> int | None:
+        ctx = model_context(self.lm.model)
+        return min(ctx, self._max_length) if ctx and self._max_length else (ctx or self._max_length)
+
+    def generate_texts(self, prompts: list[str], disable_tqdm: bool = False, desc: str = "generate",
+                       max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
+        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS).
+        ``max_new_tokens``: this call's generation length (default: the configured one).  A prompt that does not
+        fit the context with it is refused (named by ``names[i]``, else its index) or, with
+        ``truncate_prompts``, cut from the left."""
+        n_new = int(max_new_tokens) if max_new_tokens is not None else self.decode.max_new_tokens
+        decode = self.decode if n_new == self.decode.max_new_tokens else replace(self.decode, max_new_tokens=n_new)
+        decode.validate()
+        self.used_max_new_tokens.add(n_new)
         enc = [self.tok_encode(p) for p in prompts]
         for i, e in enumerate(enc):
             if not e:
                 raise ValueError(f"prompt {i} encodes to no tokens")
+        enc, n_cut = fit_context(enc, n_new, self.context_length, truncate=self.truncate_prompts, names=names)
+        self.n_truncated_prompts += n_cut
         order = sorted(range(len(enc)), key=lambda i: -len(enc[i]))
         out: list[str | None] = [None] * len(enc)
         stop = self.lm.eos_token_ids
@@ -175,15 +223,12 @@ class FastDLLMv2(LM):
         for s in range(0, len(order), self.batch_size):
             idx = order[s:s + self.batch_size]
             batch = [enc[i] for i in idx]
-            if self._max_length:
-                batch = [b[-self._max_length:] for b in batch]
             if self.mode == "ar":
-                res = ar_generate(self.lm.model, batch, stop_token_ids=stop,
-                                  max_new_tokens=self.decode.max_new_tokens, baseline=self.ar_baseline,
-                                  pad_token_id=self.tokenizer.pad_token_id)
+                res = ar_generate(self.lm.model, batch, stop_token_ids=stop, max_new_tokens=decode.max_new_tokens,
+                                  baseline=self.ar_baseline, pad_token_id=self.tokenizer.pad_token_id)
             else:
                 res = bd_generate(self.lm.model, batch, mask_token_id=self.lm.mask_token_id, stop_token_ids=stop,
-                                  config=self.decode)
+                                  config=decode)
             self.gen_stats.append(res.stats)
             for i, seq in zip(idx, res.sequences):
                 seq = [t for t in seq if t not in stop]
@@ -203,9 +248,12 @@ class FastDLLMv2(LM):
             until = kw.get("until") or []
             if isinstance(until, str):
                 until = [until]
-            if "max_gen_toks" in kw:
-                self.requested_max_gen_toks.add(int(kw["max_gen_toks"]))
-            texts = self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm)
+            asked = request_max_gen_toks(kw)
+            if asked is not None:
+                self.requested_max_gen_toks.add(asked)
+            n_new = (asked or LM_EVAL_DEFAULT_MAX_GEN_TOKS) if self.task_lengths else None
+            texts = self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm,
+                                        max_new_tokens=n_new, names=[f"request {i}" for i in idx])
             for i, text in zip(idx, texts):
                 for u in until:
                     if u and u in text:
@@ -261,9 +309,11 @@ class FastDLLMv2(LM):
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         mask = self.lm.mask_token_id
         res = []
-        for req in tqdm(requests, disable=disable_tqdm, desc=f"loglikelihood ({self.mode}, {self.ll_method})"):
+        for i, req in enumerate(tqdm(requests, disable=disable_tqdm,
+                                     desc=f"loglikelihood ({self.mode}, {self.ll_method})")):
             context, continuation = req.args
             ctx, cont = self._pair(context, continuation)
+            ctx = self._fit_loglikelihood(i, ctx, cont)
             if self.mode == "ar":
                 score, greedy = self._ar_loglik(ctx, cont)
             else:
@@ -275,6 +325,20 @@ class FastDLLMv2(LM):
             res.append((score, greedy))
             self.cache_hook.add_partial("loglikelihood", req.args, (score, greedy))
         return res
+
+    def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int]) -> list[int]:
+        """The context of request ``i`` such that context + continuation (+ the [MASK]) fits the context length."""
+        limit = self.context_length
+        need = len(cont) + (0 if self.mode == "ar" else 1)
+        if limit is None or len(ctx) + need <= limit:
+            return ctx
+        if not self.truncate_prompts or need >= limit:
+            raise ContextError(f"request {i}: context {len(ctx)} tokens + continuation {len(cont)} tokens"
+                               f"{'' if self.mode == 'ar' else ' + 1 [MASK]'} = {len(ctx) + need}, more than the "
+                               f"model's context of {limit} tokens; shorten it or ask for left truncation "
+                               "(truncate_prompts=left)")
+        self.n_truncated_prompts += 1
+        return ctx[len(ctx) + need - limit:]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise NotImplementedError("fast_dllm_v2 does not implement loglikelihood_rolling (perplexity tasks); "

@@ -16,21 +16,40 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..decoding import DecodeConfig
 from ..model import LoadedModel, load_model
-from ..provenance import run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
+from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
+from ..stats import wilson_pct
 from . import PROMPT_STYLES, TASKS, TaskUnavailable
+from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
 
 log = logging.getLogger(__name__)
 
-CODE_TASKS = ("synth_code", "humaneval", "mbpp")
-ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "status", "note", "mode", "block_size",
-               "sub_block_size", "threshold", "use_sub_block_cache", "max_new_tokens", "prompt_style", "num_fewshot",
+CODE_TASKS = ("synth_code", "synth_mbpp", "humaneval", "mbpp")
+# EvalPlus' own generation length for its codegen providers (evalplus.provider.base.DecoderBase, max_new_tokens=768;
+# make_model does not change it): used for the code tasks when max_new_tokens="task"
+EVALPLUS_MAX_NEW_TOKENS = 768
+ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "ci_low", "ci_high", "status", "note", "mode",
+               "block_size", "sub_block_size", "threshold", "use_sub_block_cache", "max_new_tokens",
+               "max_new_tokens_source", "prompt_style", "num_fewshot",
                "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
                "nfe"]
+
+
+# metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
+# accuracy counts instructions, several per prompt)
+NO_INTERVAL = ("inst_level_strict_acc", "inst_level_loose_acc")
+
+
+def _interval(metric: str, value, n) -> dict:
+    """95% Wilson interval (percent) of an accuracy over ``n`` items; empty where it does not apply."""
+    if metric in NO_INTERVAL or not isinstance(value, (int, float)) or math.isnan(value) or not n:
+        return {"ci_low": "", "ci_high": ""}
+    lo, hi = wilson_pct(float(value), int(n))
+    return {"ci_low": round(lo, 4), "ci_high": round(hi, 4)}
 
 
 def _check_args(task, mode, prompt_style, batch_size, limit):
@@ -141,22 +160,36 @@ def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
 
 # ------------------------------------------------------------------------------------------------ EvalPlus
 def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict):
+    import shutil
+    import tempfile
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".evalplus-", dir=out_dir))  # this run's own, removed afterwards
+    try:
+        return _run_code_in(scratch, lm, task, data_path, prompt_style, limit, code_opts)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_opts: dict):
     from . import codeeval
 
-    ds_file, has_plus, source = codeeval.resolve_dataset(task, data_path, out_dir / "evalplus")
+    ds_file, has_plus, source = codeeval.resolve_dataset(task, data_path, scratch)
     problems = codeeval.read_jsonl(ds_file)
     problems.sort(key=lambda r: _task_sort_key(r["task_id"]))
     if limit:
         problems = problems[:limit]
     prompts = [codeeval.build_prompt(p, lm.tokenizer, prompt_style, task) for p in problems]
-    texts = lm.generate_texts(prompts, desc=task)
+    texts = lm.generate_texts(prompts, desc=task,
+                              max_new_tokens=EVALPLUS_MAX_NEW_TOKENS if getattr(lm, "task_lengths", False) else None,
+                              names=[f"prompt {i} ({p['task_id']})" for i, p in enumerate(problems)])
     sols, samples = [], []
     for p, prompt, text in zip(problems, prompts, texts):
         code, has_fn = codeeval.extract_code(text, p["entry_point"])
         sols.append({"task_id": p["task_id"], "solution": code})
         samples.append({"task": task, "task_id": p["task_id"], "prompt": prompt, "raw_output": text,
                         "extracted": code, "has_entry_point": has_fn})
-    statuses = codeeval.score(ds_file, task, sols, out_dir / "evalplus", base_only=not has_plus, **code_opts)
+    statuses = codeeval.score(ds_file, task, sols, scratch, base_only=not has_plus, **code_opts)
     for s, st in zip(samples, statuses):
         assert s["task_id"] == st["task_id"]
         s.update(base_status=st["base_status"], plus_status=st["plus_status"], correct=st["base_pass"],
@@ -172,6 +205,7 @@ def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts
         rows.append({"metric": "pass@1_plus", "value": "", "n": n, "filter": "evalplus.sanitize", "status": "n/a",
                      "note": "plus inputs not available in this dataset: base tests only"})
     extra = {"source": source, "dataset_file": str(ds_file), "plus_available": has_plus, "n_no_code": no_code,
+             "sandbox": statuses[0].get("sandbox", "") if statuses else "",
              "prompt_template": {"style": prompt_style, "first_prompt": prompts[0] if prompts else None},
              "num_fewshot": 0, "scoring": {"min_time_limit": code_opts.get("min_time_limit", 1.0),
                                            "gt_time_limit_factor": code_opts.get("gt_time_limit_factor", 4.0),
@@ -185,17 +219,27 @@ def _raw(resps):
     return resps
 
 
-def check_data(task: str, data_path, out_dir) -> None:
-    """Resolve a local task's data (raises :class:`TaskUnavailable` naming the fix); Hub tasks are checked
-    when lm-eval loads them."""
+def check_data(task: str, data_path, out_dir=None) -> None:
+    """Resolve and check a task's local data before any model is loaded, writing nothing: raises
+    :class:`TaskUnavailable` naming the fix when it is not here, :class:`.datacheck.DataError` naming the file,
+    line and field when it is unusable (not JSON, a field missing or of the wrong type, no items).  Hub tasks
+    without ``data_path`` are checked when lm-eval loads them."""
+    from .datacheck import check_file
+
     if task in CODE_TASKS:
         from .codeeval import resolve_dataset
 
-        resolve_dataset(task, data_path, Path(out_dir) / "evalplus")
+        resolve_dataset(task, data_path, None, check_only=True)
     elif task in ("gsm8k", "synth_arith"):
         from .tasks import resolve_gsm8k_path
 
-        resolve_gsm8k_path(task, data_path)
+        p = resolve_gsm8k_path(task, data_path)
+        if p is not None:
+            check_file(task, p)
+    elif task in LOCAL_STAND_INS:
+        check_file(task, resolve_stand_in_path(task, data_path))
+    elif data_path is not None and Path(data_path).exists():
+        check_file(task, data_path)
 
 
 def _task_sort_key(tid: str):
@@ -207,21 +251,44 @@ def _task_sort_key(tid: str):
 def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None = None, batch_size: int = 8,
              limit: int | None = None, out_dir, data_path=None, prompt_style: str = "paper",
              model_label: str | None = None, seed: int = 0, extra: dict | None = None, device: str = "cpu",
-             ar_baseline: str = "hf", code_opts: dict | None = None) -> list[dict]:
+             ar_baseline: str = "hf", code_opts: dict | None = None,
+             max_new_tokens: int | str | None = None, truncate_prompts: bool = False) -> list[dict]:
     """Score ``model`` (a source string or a :class:`LoadedModel`) on ``task``; write the result files.
 
     Raises :class:`TaskUnavailable` when the task's data cannot be loaded here (the message names the fix),
-    ``ValueError`` for bad arguments (before any model is loaded).  ``extra`` is added to every row and to
+    ``ValueError`` for bad arguments (before any model is loaded), :class:`~fastdllm_core.provenance.OutDirBusy`
+    when another run is writing ``out_dir`` (its lock names the holder).  EvalPlus' scratch files live in a
+    private temporary directory under ``out_dir``, removed afterwards.  ``extra`` is added to every row and to
     ``results.json``.  ``code_opts``: ``min_time_limit``, ``gt_time_limit_factor``, ``memory_limit_mb``,
-    ``parallel`` for EvalPlus.
+    ``parallel`` for EvalPlus.  ``max_new_tokens``: None = ``decode.max_new_tokens`` for every task; an integer
+    overrides it; ``"task"`` = the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's
+    default 256; EvalPlus tasks: :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
+    column of every row (empty when the task generates nothing, e.g. multiple choice) and
+    ``max_new_tokens_source`` says where it came from.
+    A prompt that does not fit the model's context with ``max_new_tokens`` is refused
+    (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
+    ``truncated_prompts`` column).
     """
     _check_args(task, mode, prompt_style, batch_size, limit)
     decode = (decode or DecodeConfig()).validate()
+    task_lengths = str(max_new_tokens).strip().lower() == "task"
+    if max_new_tokens is not None and not task_lengths:
+        if isinstance(max_new_tokens, bool) or int(max_new_tokens) <= 0:
+            raise ValueError(f"max_new_tokens must be a positive integer or 'task', got {max_new_tokens!r}")
+        decode = replace(decode, max_new_tokens=int(max_new_tokens)).validate()
     code_opts = dict(code_opts or {})
     bad = set(code_opts) - {"min_time_limit", "gt_time_limit_factor", "memory_limit_mb", "parallel"}
     if bad:
         raise ValueError(f"unknown code_opts {sorted(bad)}")
     out_dir = Path(out_dir)
+    with out_dir_lock(out_dir, f"evaluation ({task})"):  # a second concurrent writer of out_dir is refused
+        return _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style,
+                                model_label, seed, extra, device, ar_baseline, code_opts, truncate_prompts,
+                                task_lengths)
+
+
+def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style, model_label,
+                     seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths):
     check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
     from .lm_model import FastDLLMv2
 
@@ -229,8 +296,9 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
                                                                     block_size=None)
     lm = FastDLLMv2(model=loaded, mode=mode, block_size=decode.block_size, sub_block_size=decode.sub_block_size,
                     threshold=decode.threshold, use_sub_block_cache=decode.use_sub_block_cache,
-                    max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, top_p=decode.top_p,
-                    seed=decode.seed, batch_size=batch_size, ar_baseline=ar_baseline)
+                    max_new_tokens="task" if task_lengths else decode.max_new_tokens,
+                    temperature=decode.temperature, top_p=decode.top_p, seed=decode.seed, batch_size=batch_size,
+                    ar_baseline=ar_baseline, truncate_prompts=truncate_prompts)
     t0 = time.perf_counter()
     if task in CODE_TASKS:
         rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
@@ -240,7 +308,14 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     thr = _throughput(lm.gen_stats)
     source = loaded.source
     label = model_label or Path(source.rstrip("/")).name or source
+    used = sorted(lm.used_max_new_tokens)
+    used_len = used[0] if len(used) == 1 else "/".join(map(str, used))  # "" when nothing was generated
+    len_source = ("" if not used else
+                  "fixed (config)" if not task_lengths else
+                  "task: EvalPlus default" if task in CODE_TASKS else
+                  "task: lm-eval max_gen_toks" if lm.requested_max_gen_toks else "task: lm-eval default")
     cfg = {"task": task, "mode": mode, "decode": asdict(decode), "batch_size": batch_size, "limit": limit,
+           "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {}}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
@@ -254,17 +329,19 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     for r in rows:
         row = {"model": source, "model_label": label, "task": task, "metric": r["metric"],
                "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
-               r["value"], "n": r["n"], "status": r.get("status", "ok"),
+               r["value"], "n": r["n"], **_interval(r["metric"], r["value"], r["n"]), "status": r.get("status", "ok"),
                "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
                "block_size": decode.block_size if mode == "bd" else "",
                "sub_block_size": decode.sub_block_size if mode == "bd" else "",
                "threshold": decode.threshold if mode == "bd" else "",
                "use_sub_block_cache": decode.use_sub_block_cache if mode == "bd" else "",
-               "max_new_tokens": decode.max_new_tokens, "prompt_style": prompt_style, "num_fewshot": fewshot,
+               "max_new_tokens": used_len, "max_new_tokens_source": len_source,
+               "prompt_style": prompt_style, "num_fewshot": fewshot,
                "data_source": info["source"], "batch_size": batch_size, **thr, "filter": r.get("filter", ""),
+               "truncated_prompts": lm.n_truncated_prompts,
                **{k: v for k, v in (extra or {}).items()}, **meta}
         out_rows.append(row)
-    cols = ROW_COLUMNS + ["filter"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
+    cols = ROW_COLUMNS + ["filter", "truncated_prompts"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
         [c for c in meta if c not in ROW_COLUMNS]
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "samples.jsonl", "".join(json.dumps(s, sort_keys=True, default=str) + "\n"
@@ -273,6 +350,7 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
         "config": cfg, "metrics": rows, "throughput": thr, "throughput_method":
             "tokens up to and including EOS / synchronised generation wall time (decoder GenerationStats)",
         "elapsed_s": round(elapsed, 3), "metadata": meta, "info": {k: v for k, v in info.items()},
-        "requested_max_gen_toks": sorted(lm.requested_max_gen_toks)})
+        "requested_max_gen_toks": sorted(lm.requested_max_gen_toks), "used_max_new_tokens": used,
+        "truncated_prompts": lm.n_truncated_prompts})
     write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
     return out_rows

@@ -6,6 +6,8 @@ location overridable by a local file, and the synthetic arithmetic task over loc
   ``.``), zero-shot (the paper's protocol) with the chat template.  ``data_path``: GSM8K-form JSONL.
   ``prompt_style="boxed"``: the reference implementation's variant, the cue ``Answer:`` replaced by
   ``Please reason step by step, and put your final answer within \\boxed{}.`` plus a ``boxed`` filter.
+* ``synth_math`` / ``synth_mc`` / ``synth_ifeval``: the stand-ins of MATH / MMLU / IFEval over local JSONL
+  (:mod:`.synthetic.lm_eval_tasks`).  ``data_path``: the test file or the suite directory.
 * ``minerva_math`` (group of 7), ``mmlu`` (group of 57), ``ifeval``, ``gpqa`` (``gpqa_main_n_shot``, 5-shot):
   lm-eval's task definitions unchanged.  ``data_path``: for a single task a JSONL file with the Hub dataset's
   columns; for a group a directory holding ``<subtask>.jsonl`` per subtask (e.g. ``mmlu_anatomy.jsonl``).
@@ -107,8 +109,33 @@ def resolve_gsm8k_path(task: str, data_path) -> Path | None:
     return p
 
 
+LOCAL_STAND_INS = {"synth_math": "math_test.jsonl", "synth_mc": "mc_test.jsonl", "synth_ifeval": "ifeval_test.jsonl"}
+
+
+def resolve_stand_in_path(task: str, data_path) -> Path:
+    """The local test file of a stand-in task (``data_path``: the file or the suite directory)."""
+    env = f"FASTDLLM_{task.upper()}_PATH"
+    p = data_path or os.environ.get(env)
+    if not p:
+        raise TaskUnavailable(f"{task} needs its test file: pass data_path=<suite dir>/{LOCAL_STAND_INS[task]} "
+                              f"(written by synthetic.write_suite) or set {env}")
+    p = Path(p)
+    if p.is_dir():
+        p = p / LOCAL_STAND_INS[task]
+    if not p.is_file():
+        raise TaskUnavailable(f"{task} dataset not found: {p} (fix data_path= or ${env})")
+    return p
+
+
 def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") -> tuple[list, dict]:
     """(task specs for ``lm_eval.simple_evaluate``, info about the source and prompt)."""
+    if task in LOCAL_STAND_INS:
+        if prompt_style != "paper":
+            raise ValueError(f"prompt_style {prompt_style!r} is not defined for {task}; use 'paper'")
+        from .synthetic.lm_eval_tasks import config
+
+        path = resolve_stand_in_path(task, data_path)
+        return [config(task, path)], {"source": str(path), "task_manager": _task_manager()}
     if task in ("gsm8k", "synth_arith"):
         tm = _task_manager()
         path = resolve_gsm8k_path(task, data_path)

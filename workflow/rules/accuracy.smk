@@ -1,25 +1,28 @@
 rule evaluate:
-    """Accuracy of one model on one task at every decoding point the tables and figures need (the points are a
-    param: adding or changing one reruns this job, which then measures only the new points -- points measured
-    before with the same model, data, settings and code are reused from the job's cache)."""
+    """Accuracy of one model on a set of tasks and decoding points (dagconfig.evaluation_jobs: the Table 1-2
+    points of a model in one job, its sweep points in jobs of a few each), the model loaded once.  The points are
+    a param: adding or changing one reruns this job, which then measures only the new points -- points measured
+    before with the same model, data, settings and code are reused from the model's cache."""
     input:
-        model=lambda wc: dc.model_inputs(config, wc.model),
-        data=lambda wc: task_inputs(wc.task),
+        model=lambda wc: dc.model_inputs(config, EVAL_JOBS[wc.job]["model"]),
+        data=lambda wc: [f for t in EVAL_JOBS[wc.job]["points"] for f in task_inputs(t)],
     output:
-        f"{R}/accuracy/{{model}}/{{task}}.csv",
+        f"{R}/accuracy/{{job}}.csv",
     params:
-        points=lambda wc: EVALUATIONS[(wc.model, wc.task)],
-        source=lambda wc: dc.model_source(config, wc.model),
-        label=lambda wc: config["models"][wc.model].get("label", wc.model),
-        mode=lambda wc: config["models"][wc.model]["mode"],
-        data_path=lambda wc: task_data(wc.task),
+        model=lambda wc: EVAL_JOBS[wc.job]["model"],
+        points=lambda wc: EVAL_JOBS[wc.job]["points"],
+        source=lambda wc: dc.model_source(config, EVAL_JOBS[wc.job]["model"]),
+        label=lambda wc: config["models"][EVAL_JOBS[wc.job]["model"]].get("label", EVAL_JOBS[wc.job]["model"]),
+        mode=lambda wc: config["models"][EVAL_JOBS[wc.job]["model"]]["mode"],
+        data_paths=lambda wc: {t: task_data(t) for t in EVAL_JOBS[wc.job]["points"]},
         max_new_tokens=config["decode"]["max_new_tokens"],
         batch_size=config["eval"]["batch_size"],
         limit=config["eval"].get("limit"),
-        cache_dir=lambda wc: f"{R}/accuracy/{wc.model}/{wc.task}",
+        cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
     log:
-        f"{LOGS}/accuracy/{{model}}/{{task}}.log",
+        f"{LOGS}/accuracy/{{job}}.log",
     threads: 1
+    priority: lambda wc: dc.eval_priority(config, wc.job)
     conda:
         "../../environment.yml"
     resources:
@@ -31,19 +34,23 @@ rule evaluate:
 
 
 rule case_study:
-    """The case-study prompts (single- and multi-turn) answered by the model under test."""
+    """The case-study prompts answered by the model under test (roles.main_bd): single-turn, one prompt per case;
+    multi-turn, a list of conversations, each user turn following the model's own previous answers."""
     input:
-        model=dc.model_inputs(config, config["roles"]["main_bd"]),
+        model=dc.model_inputs(config, dc.role(config, "main_bd")),
     output:
         f"{R}/cases/{{kind}}.csv",
     params:
-        source=lambda wc: dc.model_source(config, config["roles"]["main_bd"]),
-        model=config["roles"]["main_bd"],
-        prompts=lambda wc: config["tables"]["cases"][wc.kind],
+        source=lambda wc: dc.model_source(config, dc.role(config, "main_bd")),
+        model=dc.role(config, "main_bd"),
+        conversations=lambda wc: dc.case_conversations(config, wc.kind),
+        summary=lambda wc: dc.case_summary(config, wc.kind),
         decode=dc.base_decode(config),
         max_new_tokens=config["tables"]["cases"]["max_new_tokens"],
     log:
         f"{LOGS}/cases/{{kind}}.log",
+    message:
+        "case study {wildcards.kind} -> {output}: model {params.model} (roles.main_bd); {params.summary}"
     threads: 1
     conda:
         "../../environment.yml"

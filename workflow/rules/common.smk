@@ -4,11 +4,12 @@ import sys
 
 from snakemake.utils import validate
 
-
-validate(config, "../schemas/config.schema.yaml")
-
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "scripts"))
 import dagconfig as dc  # noqa: E402
+
+# a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
+dc.validate_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 dc.check(config)
 
@@ -41,32 +42,27 @@ FIGURE_NAMES = [
 ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in ("md", "tex")]
 ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")]
 
-EVALUATIONS = dc.evaluations(config)
-ACCURACY_CSVS = [dc.accuracy_path(config, m, t) for m, t in EVALUATIONS]
+EVAL_JOBS = dc.evaluation_jobs(config)
+ACCURACY_CSVS = [dc.accuracy_path(config, j) for j in EVAL_JOBS]
 SWEEPS = dc.bench_sweeps(config)
 THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
 TRAINED = dc.trained_models(config)
-SYN_FILES = {
-    "arith_train": f"{R}/data/synthetic/arith_train.jsonl",
-    "code_train": f"{R}/data/synthetic/code_train.jsonl",
-    "arith_test": f"{R}/data/synthetic/arith_test.jsonl",
-    "code_test": f"{R}/data/synthetic/code_test.jsonl.gz",
-}
+SYN_FILES = dc.synthetic_files(config)
 
 
-def train_files():
-    files = [SYN_FILES["arith_train"], SYN_FILES["code_train"]] if SYN.get("enabled") else []
-    return files + [dc.shared_path(config, f) for f in config["data"].get("train_files", [])]
+def train_files(model):
+    return dc.train_files(config, model)
 
 
-def train_inputs():
+def train_inputs(model):
     """Training files as Snakemake inputs: the synthetic ones, and external ones that exist (a missing external
     file is reported by the training job itself before any work, so that the rest of the DAG stays runnable)."""
-    return [f for f in train_files() if f in SYN_FILES.values() or os.path.exists(f)]
+    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f)]
 
 
-MISSING_TRAIN_FILES = [f for f in train_files() if f not in SYN_FILES.values() and not os.path.exists(f)]
-if MISSING_TRAIN_FILES and TRAINED:
+MISSING_TRAIN_FILES = sorted({f for m in TRAINED for f in train_files(m)
+                              if f not in SYN_FILES.values() and not os.path.exists(f)})
+if MISSING_TRAIN_FILES:
     print(f"warning: training data not found: {MISSING_TRAIN_FILES}; jobs that train "
           f"({', '.join(TRAINED)}) will fail until it is provided (see README, 'Paper scale')", file=sys.stderr)
 

@@ -12,6 +12,8 @@ rule fig1a_throughput_vs_accuracy:
         name="fig1a_throughput_vs_accuracy",
     log:
         f"{LOGS}/figures/fig1a_throughput_vs_accuracy.log",
+    message:
+        f"Figure 1a (throughput vs accuracy; speed-up) -> {{output.png}}: models {dc.role_summary(config, 'speed_bd', 'speed_ar')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -32,6 +34,8 @@ rule fig1b_throughput_batch:
         name="fig1b_throughput_batch",
     log:
         f"{LOGS}/figures/fig1b_throughput_batch.log",
+    message:
+        f"Figure 1b (throughput by batch size) -> {{output.png}}: models {dc.role_summary(config, 'speed_bd', 'speed_ar')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -53,6 +57,8 @@ rule fig_threshold_gsm8k:
         name="fig_threshold_gsm8k",
     log:
         f"{LOGS}/figures/fig_threshold_gsm8k.log",
+    message:
+        f"Figure 4 (threshold sweep) -> {{output.png}}: models {dc.role_summary(config, 'speed_bd')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -74,6 +80,8 @@ rule fig_gpu_batch_throughput:
         name="fig_gpu_batch_throughput",
     log:
         f"{LOGS}/figures/fig_gpu_batch_throughput.log",
+    message:
+        f"Figure 5 (AR vs diffusion by batch size, GPU) -> {{output.png}}: models {dc.role_summary(config, 'speed_bd', 'speed_ar')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -94,6 +102,8 @@ rule fig_subblock_accuracy:
         name="fig_subblock_accuracy",
     log:
         f"{LOGS}/figures/fig_subblock_accuracy.log",
+    message:
+        f"Figure 6a (accuracy vs sub-block size) -> {{output.png}}: models {dc.role_summary(config, 'ablation_bd')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -114,6 +124,8 @@ rule fig_subblock_throughput:
         name="fig_subblock_throughput",
     log:
         f"{LOGS}/figures/fig_subblock_throughput.log",
+    message:
+        f"Figure 6b (throughput vs sub-block size) -> {{output.png}}: models {dc.role_summary(config, 'ablation_bd')}"
     threads: 1
     conda:
         "../../environment.yml"

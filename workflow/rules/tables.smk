@@ -54,6 +54,8 @@ rule table3_subblock_size:
         name="table3_subblock_size",
     log:
         f"{LOGS}/tables/table3_subblock_size.log",
+    message:
+        f"Table 3 (sub-block size) -> {{output.md}}: model {dc.role_summary(config, 'ablation_bd')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -75,6 +77,8 @@ rule table4_block_size_mismatch:
         name="table4_block_size_mismatch",
     log:
         f"{LOGS}/tables/table4_block_size_mismatch.log",
+    message:
+        f"Table 4 (inference block size) -> {{output.md}}: model {dc.role_summary(config, 'ablation_bd')}"
     threads: 1
     conda:
         "../../environment.yml"

@@ -11,8 +11,11 @@ rule bench:
         prompts_task=config["bench"]["prompts_from"],
         prompts_path=lambda wc: task_data(config["bench"]["prompts_from"]),
         bench=config["bench"],
+        summary=lambda wc: dc.sweep_summary(config, wc.sweep),
     log:
         f"{LOGS}/throughput/{{sweep}}.log",
+    message:
+        "throughput sweep {wildcards.sweep} -> {output}: {params.summary}"
     threads: workflow.cores
     conda:
         "../../environment.yml"

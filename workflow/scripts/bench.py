@@ -5,6 +5,8 @@ sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
 from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
+    import torch
+
     from fastdllm_core import bench
     from fastdllm_core.provenance import write_csv_atomic
 
@@ -16,7 +18,16 @@ with logged(snakemake):  # noqa: F821
     if sm.wildcards.sweep == "gpu_batch" and device != "cuda":
         raise RuntimeError("the gpu_batch sweep measures GPU throughput and needs CUDA; it is left out when gpu: false")
     bcfg = p.bench
-    texts = bench.read_prompt_texts(p.prompts_path) if p.prompts_path else None
+    # the job holds every core (no other job of this run disturbs the timing) but decodes with bench.threads
+    # torch threads (default 1: a tiny model at small batch gains nothing from more, and a lone thread cannot
+    # collapse on a busy machine); each row records the threads and how busy the host was
+    torch.set_num_threads(int(bcfg.get("threads", 1)))
+    if p.prompts_task in dc.SYNTH_TASKS:  # the user turns the accuracy evaluation sends, item by item
+        from fastdllm_core.evaluation.synthetic import user_prompts
+
+        texts = user_prompts(p.prompts_task, p.prompts_path)
+    else:
+        texts = bench.read_prompt_texts(p.prompts_path) if p.prompts_path else None
     if not texts:
         raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
     texts = texts[: int(bcfg["num_prompts"])]

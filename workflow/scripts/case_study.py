@@ -1,5 +1,6 @@
-"""The case-study prompts answered by the model under test with the block-diffusion decoder (multi-turn: each
-turn conditioned on the model's own earlier answers)."""
+"""The case-study prompts answered by the model under test with the block-diffusion decoder, through the model's
+chat template: each conversation (single-turn: one user turn) is answered turn by turn, each later user turn
+following the model's own earlier answers."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -7,6 +8,7 @@ from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import dagconfig as dc
+    from analysis import paper_cases
     from fastdllm_core.decoding import DecodeConfig, bd_generate
     from fastdllm_core.model import load_model
     from fastdllm_core.provenance import run_metadata, write_csv_atomic
@@ -16,10 +18,9 @@ with logged(snakemake):  # noqa: F821
     device = dc.require_device(config)
     lm = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
     decode = DecodeConfig(**p.decode, max_new_tokens=int(p.max_new_tokens)).validate()
-    meta = run_metadata({"kind": sm.wildcards.kind, "prompts": list(p.prompts), "decode": dict(p.decode)},
+    convs = [list(turns) for turns in p.conversations]
+    meta = run_metadata({"kind": sm.wildcards.kind, "conversations": convs, "decode": dict(p.decode)},
                         seed=config["seed"], device=device)
-    prompts = list(p.prompts) if sm.wildcards.kind == "multi_turn" else None
-    convs = [[m] for m in p.prompts] if sm.wildcards.kind == "single_turn" else [list(p.prompts)]
     rows = []
     for ci, turns in enumerate(convs):
         messages = []
@@ -34,8 +35,10 @@ with logged(snakemake):  # noqa: F821
             answer = lm.tokenizer.decode(seq, skip_special_tokens=True).strip()
             messages.append({"role": "assistant", "content": answer})
             st = out.stats
-            rows.append({"case": ci, "turn": ti + 1, "prompt": text, "response": answer,
-                         "prompt_source": "project prompt (the paper's case-study prompts are not available offline)",
+            paper = paper_cases.match(sm.wildcards.kind, turns[: ti + 1])
+            rows.append({"case": ci + 1, "turn": ti + 1, "prompt": text, "response": answer,
+                         "prompt_source": (f"the paper's prompt, verbatim ({paper.table}, {paper.title})" if paper
+                                           else "project stand-in prompt (not one of the paper's)"),
                          "model": p.model, "model_source": p.source, **p.decode,
                          "generated_tokens": st.total_tokens, "nfe": st.nfe, "wall_time_s": round(st.wall_time_s, 4),
                          "scale": config["scale"], **meta})

@@ -7,9 +7,31 @@ import os
 import re
 from pathlib import Path
 
-TASK_DATA_KEYS = {"synth_arith": "arith_test", "synth_code": "code_test"}
-POINT_RE = r"ar|bd_b\d+_s\d+_t[0-9.]+_c[01]"
+from fastdllm_core.evaluation.synthetic import TASKS as SYNTH_TASKS
+
+# a synthetic task -> the key of its test file among the synthetic suite's files (synthetic_files)
+TASK_DATA_KEYS = {t: f"{t}_test" for t in SYNTH_TASKS}
+DATASETS = ("pretrain", "sft", "adapt")  # the synthetic suite's training files (models.<m>.train.dataset)
+POINT_RE = r"ar|bd_b\d+_s\d+_t[0-9.]+_c[01](@\d+)?"
 AVG_COLUMNS = ["humaneval_base", "humaneval_plus", "mbpp_base", "mbpp_plus", "gsm8k", "math", "ifeval", "mmlu", "gpqa"]
+
+
+# Which model each table and figure uses (config `roles:`): role -> (required mode, what uses it).  The paper's
+# ablations (Tables 3, 4; Figure 6) are on the 1.5B model; its speed comparisons (Figures 1, 4, 5) set
+# Fast-dLLM v2 (7B) against Qwen2.5-7B-Instruct; its case studies (Tables 5, 6) are Fast-dLLM v2 (7B).
+ROLES = {
+    "main_bd": ("bd", "the model under test: case studies (Tables 5, 6)"),
+    "main_ar": ("ar", "the AR reference of the model under test (speedup_vs_main_ar of throughput rows)"),
+    "ablation_bd": ("bd", "Tables 3, 4 and Figure 6 (a, b): decoding ablations (the paper's 1.5B model)"),
+    "speed_bd": ("bd", "Figures 1a, 1b, 4 (threshold sweep) and 5: block diffusion in the speed comparisons "
+                       "(the paper's Fast-dLLM v2 7B)"),
+    "speed_ar": ("ar", "Figures 1a, 1b and 5: the AR side of the speed comparisons (the paper's Qwen2.5-7B-Instruct)"),
+}
+
+
+def role(config: dict, name: str) -> str:
+    """The model key that plays ``name`` (one of :data:`ROLES`)."""
+    return config["roles"][name]
 
 
 class ConfigError(ValueError):
@@ -20,6 +42,81 @@ def _fail(field: str, msg: str):
     raise ConfigError(f"config field {field}: {msg}")
 
 
+# ------------------------------------------------------------------------------------------------- schema
+def validate_schema(config: dict, schema_path) -> None:
+    """Validate ``config`` against the JSON schema; on failure raise a short :class:`ConfigError` naming the
+    field, the bad value and what is allowed (jsonschema's best match), instead of Snakemake's dump of the schema
+    and the instance (hundreds of lines for a misspelled top-level key)."""
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = list(validator.iter_errors(config))
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    more = f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after fixing this one may show)" \
+        if len(errors) > 1 else ""
+    raise ConfigError(explain_schema_error(best) + more)
+
+
+def _short(v, n: int = 80) -> str:
+    import json
+
+    try:
+        text = json.dumps(v, default=str)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def explain_schema_error(e) -> str:
+    """One line: ``config field <path>: <bad value>; allowed: <what>``."""
+    import difflib
+
+    def dotted(parts) -> str:
+        out = ""
+        for p in parts:
+            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        return out
+
+    path = list(e.absolute_path)
+    field = dotted(path) or "(top level)"
+    kw, val, inst = e.validator, e.validator_value, e.instance
+    if kw == "additionalProperties" and isinstance(inst, dict):
+        allowed = sorted(e.schema.get("properties", {}))
+        extra = sorted(k for k in inst if k not in allowed)
+        key = extra[0] if extra else "?"
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
+        return f"config field {dotted(path + [key])}: unknown key{hint} (allowed under {field}: {', '.join(allowed)})"
+    if kw == "required":
+        missing = [k for k in val if not isinstance(inst, dict) or k not in inst]
+        return (f"config field {field}: required key {missing[0] if missing else val!r} is missing (needs "
+                f"{', '.join(val)})")
+    if kw == "propertyNames":
+        return f"config field {field}: bad key name; {e.message}"
+    what = {
+        "enum": lambda: "one of " + ", ".join(_short(x) for x in val),
+        "const": lambda: _short(val),
+        "type": lambda: "a value of type " + (val if isinstance(val, str) else " or ".join(val)),
+        "minimum": lambda: f"a number >= {val}", "maximum": lambda: f"a number <= {val}",
+        "exclusiveMinimum": lambda: f"a number > {val}", "exclusiveMaximum": lambda: f"a number < {val}",
+        "minLength": lambda: f"a string of at least {val} character(s)",
+        "pattern": lambda: f"a string matching {val}",
+        "minItems": lambda: f"a list of at least {val} item(s)", "maxItems": lambda: f"a list of at most {val} items",
+        "minProperties": lambda: f"a mapping with at least {val} entr{'y' if val == 1 else 'ies'}",
+    }.get(kw)
+    if what is not None:
+        allowed = what()
+    elif kw in ("oneOf", "anyOf") and all(isinstance(s, dict) and "required" in s for s in val):
+        allowed = "exactly one of: " + "; or ".join(" and ".join(s["required"]) for s in val)
+    else:
+        allowed = e.message if len(e.message) <= 200 else e.message[:197] + "..."
+    return f"config field {field}: bad value {_short(inst)}; allowed: {allowed}"
+
+
 # ------------------------------------------------------------------------------------------------- checks
 def check(config: dict) -> None:
     """Semantic checks the schema cannot express; raise :class:`ConfigError` naming the field."""
@@ -27,13 +124,15 @@ def check(config: dict) -> None:
     d = config["decode"]
     if d["block_size"] % d["sub_block_size"]:
         _fail("decode.sub_block_size", f"{d['sub_block_size']} must divide decode.block_size={d['block_size']}")
-    for role in ("main_bd", "main_ar"):
-        if config["roles"][role] not in models:
-            _fail(f"roles.{role}", f"unknown model {config['roles'][role]!r}; defined: {sorted(models)}")
-    if models[config["roles"]["main_bd"]]["mode"] != "bd":
-        _fail("roles.main_bd", "must name a model with mode: bd")
-    if models[config["roles"]["main_ar"]]["mode"] != "ar":
-        _fail("roles.main_ar", "must name a model with mode: ar")
+    for r, (mode, _) in ROLES.items():
+        if r not in config["roles"]:
+            _fail(f"roles.{r}", f"is missing; every role must be set ({', '.join(ROLES)})")
+        if config["roles"][r] not in models:
+            _fail(f"roles.{r}", f"unknown model {config['roles'][r]!r}; defined: {sorted(models)}")
+        if models[config["roles"][r]]["mode"] != mode:
+            _fail(f"roles.{r}", f"must name a model with mode: {mode} ({config['roles'][r]!r} has mode: "
+                                f"{models[config['roles'][r]]['mode']})")
+    _check_training_keys(config)
     for name, m in models.items():
         if m.get("use_released") and not m.get("source"):
             _fail(f"models.{name}.use_released", "is true but the model has no source")
@@ -75,6 +174,21 @@ def check(config: dict) -> None:
     for t in tasks(config):
         if t in TASK_DATA_KEYS and not config["data"].get("synthetic", {}).get("enabled"):
             _fail("columns", f"task {t!r} needs data.synthetic.enabled: true")
+
+
+def _check_training_keys(config: dict) -> None:
+    """``training:`` and every ``models.<name>.train:`` accept only the keys of ``fastdllm train`` configs
+    (``fastdllm_core.train.DEFAULTS``; a model's block also ``init``): a misspelling fails naming the closest key."""
+    from fastdllm_core.configkeys import UnknownKey, check_keys
+
+    blocks = [("training", config.get("training") or {}, ())]
+    blocks += [(f"models.{n}.train", m["train"], ("init", "dataset", "processes")) for n, m in config["models"].items()
+               if "train" in m]
+    for field, block, extra in blocks:
+        try:
+            check_keys(block, where=f"config field {field}", top_extra=extra)
+        except UnknownKey as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def _check_init_cycles(models: dict) -> None:
@@ -123,6 +237,24 @@ def trained_models(config: dict) -> list[str]:
     return [n for n, m in config["models"].items() if is_trained(m)]
 
 
+def synthetic_files(config: dict) -> dict[str, str]:
+    """The synthetic suite's files (training datasets and test sets) under ``results/<scale>/data/synthetic``."""
+    root = f"{run_dir(config)}/data/synthetic"
+    files = {d: f"{root}/{d}.jsonl" for d in DATASETS}
+    files.update({f"{t}_test": f"{root}/{task.test_file}" for t, task in SYNTH_TASKS.items()})
+    return files
+
+
+def train_files(config: dict, name: str) -> list[str]:
+    """Training files of model ``name``: its synthetic ``train.dataset`` (when the suite is enabled), and for
+    the adaptation data (``dataset: adapt``, the default) the external ``data.train_files``."""
+    dataset = config["models"][name]["train"].get("dataset", "adapt")
+    files = [synthetic_files(config)[dataset]] if config["data"].get("synthetic", {}).get("enabled") else []
+    if dataset == "adapt":
+        files += [shared_path(config, f) for f in config["data"].get("train_files", [])]
+    return files
+
+
 def training_config(config: dict, name: str, train_files: list[str]) -> dict:
     """The ``fastdllm train`` config of model ``name``: config.training, overridden by the model's train block."""
     def merge(a, b):
@@ -132,7 +264,7 @@ def training_config(config: dict, name: str, train_files: list[str]) -> dict:
         return out
 
     m = config["models"][name]["train"]
-    cfg = merge(config.get("training", {}), {k: v for k, v in m.items() if k != "init"})
+    cfg = merge(config.get("training", {}), {k: v for k, v in m.items() if k not in ("init", "dataset", "processes")})
     init = m["init"]
     cfg.setdefault("model", {})
     cfg["model"]["init"] = (model_final(config, init) if init in config["models"]
@@ -144,6 +276,27 @@ def training_config(config: dict, name: str, train_files: list[str]) -> dict:
     if config.get("device") in ("cpu", "cuda"):
         cfg["train"]["device"] = config["device"]
     return cfg
+
+
+def train_threads(config: dict, name: str) -> int:
+    """Cores of model ``name``'s training job: ``train.processes`` (default 1).  On the CPU they are data-parallel
+    processes of one thread each; Snakemake caps them at ``--cores`` and runs other jobs beside a 1-core job."""
+    return int(config["models"][name]["train"].get("processes", 1))
+
+
+RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1}
+
+
+def train_priority(config: dict, name: str) -> int:
+    """Snakemake priority of a training job: the costlier recipe first (the complementary-mask recipe costs
+    twice the others), so that the longest job does not end up last on the critical path."""
+    return 10 + RECIPE_COST.get(config["models"][name]["train"]["recipe"], 0)
+
+
+def eval_priority(config: dict, job: str) -> int:
+    """Evaluation jobs of the models the sweeps use come first among evaluations (they have the most points)."""
+    model = evaluation_jobs(config)[job]["model"]
+    return 1 if model in {role(config, r) for r in ("ablation_bd", "speed_bd")} else 0
 
 
 def init_inputs(config: dict, name: str) -> list[str]:
@@ -163,8 +316,14 @@ def point_name(mode: str, decode: dict | None = None) -> str:
             f"_c{int(bool(decode['use_sub_block_cache']))}")
 
 
+def point_limit(point: str) -> int | None:
+    """The number of test items of a point measured on a prefix of the test set (``<point>@N``), else None."""
+    return int(point.rsplit("@", 1)[1]) if "@" in point else None
+
+
 def parse_point(point: str) -> dict | None:
-    """``None`` for AR, else the decode parameters encoded in the name."""
+    """``None`` for AR, else the decode parameters encoded in the name (a ``@N`` item limit is ignored)."""
+    point = point.split("@", 1)[0]
     if point == "ar":
         return None
     m = re.fullmatch(r"bd_b(\d+)_s(\d+)_t([0-9.]+)_c([01])", point)
@@ -188,22 +347,45 @@ def base_decode(config: dict) -> dict:
 
 
 def speed_decode(config: dict) -> dict:
-    return dict(base_decode(config), threshold=config["speed_threshold"])
+    """The speed setting of the throughput figures: ``speed_threshold`` (and the sub-block cache when
+    ``speed_use_sub_block_cache``), the rest as the accuracy setting."""
+    return dict(base_decode(config), threshold=config["speed_threshold"],
+                use_sub_block_cache=bool(config.get("speed_use_sub_block_cache",
+                                                    config["decode"]["use_sub_block_cache"])))
+
+
+def gpu_batch_decode(config: dict) -> dict:
+    """Figure 5's setting (the paper: threshold 0.9 with the sub-block cache on)."""
+    return dict(speed_decode(config),
+                use_sub_block_cache=bool(config["figures"]["gpu_batch"].get("use_sub_block_cache", True)))
+
+
+def fig1a_models(config: dict) -> list[str]:
+    """Models drawn in Figure 1a: the speed pair (speed_bd vs speed_ar, whose ratio is the speed-up) and the
+    other Table 1 rows as context points."""
+    out = [role(config, "speed_bd"), role(config, "speed_ar")]
+    return out + [r["model"] for r in config["tables"]["table1"]["rows"] if r["model"] not in out]
 
 
 def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
-    """Every (model, task, point) some table or figure needs, deduplicated."""
+    """Every (model, task, point) some table or figure needs, deduplicated.
+
+    Tables 1 and 2 use every test item; the sweeps (Tables 3-4, the figures) use the first ``eval.sweep_limit``
+    items (the point is then named ``<point>@N``), unless the same point is measured on all items anyway."""
     pts: list[tuple[str, str, str]] = []
     models = config["models"]
+    sweep_limit = config["eval"].get("sweep_limit")
 
-    def add(model, task, decode):
+    def add(model, task, decode, sweep=False):
         if task is None:
             return
         p = point_name(models[model]["mode"], decode)
+        if sweep and sweep_limit and p != "ar":
+            p = f"{p}@{sweep_limit}"
         if (model, task, p) not in pts:
             pts.append((model, task, p))
 
-    base, main_bd = base_decode(config), config["roles"]["main_bd"]
+    base, abl, speed_bd = base_decode(config), role(config, "ablation_bd"), role(config, "speed_bd")
     t1_tasks = tasks(config)
     for row in config["tables"]["table1"]["rows"]:
         for t in t1_tasks:
@@ -213,25 +395,39 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
             add(row["model"], col_task(config, c), base)
     for s in config["tables"]["table3"]["sub_blocks"]:
         for c in config["tables"]["table3"]["columns"]:
-            add(main_bd, col_task(config, c), dict(base, sub_block_size=s))
+            add(abl, col_task(config, c), dict(base, sub_block_size=s), sweep=True)
     for b in config["tables"]["table4"]["block_sizes"]:
         for c in config["tables"]["table4"]["columns"]:
-            add(main_bd, col_task(config, c), dict(base, block_size=b, sub_block_size=b))
+            add(abl, col_task(config, c), dict(base, block_size=b, sub_block_size=b), sweep=True)
     f = config["figures"]
     for th in f["threshold"]["thresholds"]:
-        add(main_bd, col_task(config, f["threshold"]["column"]), dict(base, threshold=th))
-    for row in config["tables"]["table1"]["rows"]:  # fig 1a: accuracy at the speed setting
-        add(row["model"], col_task(config, f["threshold"]["column"]), speed_decode(config))
+        add(speed_bd, col_task(config, f["threshold"]["column"]), dict(base, threshold=th), sweep=True)
+    for m in fig1a_models(config):  # fig 1a: accuracy at the speed setting
+        add(m, col_task(config, f["threshold"]["column"]), speed_decode(config), sweep=True)
     for s in f["subblock"]["sub_blocks"]:
         for cache in f["subblock"]["caches"]:
-            add(main_bd, col_task(config, f["subblock"]["column"]),
-                dict(speed_decode(config), sub_block_size=s, use_sub_block_cache=cache))
-    return pts
+            add(abl, col_task(config, f["subblock"]["column"]),
+                dict(speed_decode(config), sub_block_size=s, use_sub_block_cache=cache), sweep=True)
+    full = set(pts)  # a sweep point also measured on every item is taken from that measurement
+    return [(m, t, p) for m, t, p in pts if "@" not in p or (m, t, p.split("@")[0]) not in full]
 
 
-def accuracy_path(config: dict, model: str, task: str, point: str | None = None) -> str:
-    """One CSV per (model, task) holding every decoding point the tables and figures need."""
-    return f"{run_dir(config)}/accuracy/{model}/{task}.csv"
+def case_conversations(config: dict, kind: str) -> list[list[str]]:
+    """The case studies of ``kind`` as conversations (lists of user turns): single_turn, one per prompt."""
+    c = config["tables"]["cases"][kind]
+    return [[m] for m in c] if kind == "single_turn" else [list(turns) for turns in c]
+
+
+def case_summary(config: dict, kind: str) -> str:
+    """Every conversation with its user turns (whitespace-normalised), for the dry-run message of the job."""
+    convs = case_conversations(config, kind)
+    out = [f"[{i}] " + " / ".join(f'"{" ".join(u.split())}"' for u in turns) for i, turns in enumerate(convs, 1)]
+    return f"{len(convs)} conversation(s): " + "; ".join(out)
+
+
+def accuracy_path(config: dict, job: str) -> str:
+    """One CSV per evaluation job (see :func:`evaluation_jobs`)."""
+    return f"{run_dir(config)}/accuracy/{job}.csv"
 
 
 def evaluations(config: dict) -> dict[tuple[str, str], list[str]]:
@@ -240,6 +436,31 @@ def evaluations(config: dict) -> dict[tuple[str, str], list[str]]:
     for m, t, p in accuracy_points(config):
         out.setdefault((m, t), []).append(p)
     return out
+
+
+SWEEP_POINTS_PER_JOB = 8
+
+
+def evaluation_jobs(config: dict) -> dict[str, dict]:
+    """Evaluation jobs: ``{job: {"model": m, "points": {task: [points]}}}``.
+
+    A model's full-test-set points (Tables 1-2) form one job named after the model (loaded once for all its
+    tasks); its sweep points (``<point>@N``) are split into jobs ``<model>.sweep<k>`` of at most
+    :data:`SWEEP_POINTS_PER_JOB` points, so that a model with many decoding settings is evaluated on every core."""
+    jobs: dict[str, dict] = {}
+    sweeps: dict[str, list[tuple[str, str]]] = {}
+    for (m, t), pts in evaluations(config).items():
+        for p in pts:
+            if "@" in p:
+                sweeps.setdefault(m, []).append((t, p))
+            else:
+                jobs.setdefault(m, {"model": m, "points": {}})["points"].setdefault(t, []).append(p)
+    for m, items in sweeps.items():
+        for k in range(0, len(items), SWEEP_POINTS_PER_JOB):
+            job = jobs.setdefault(f"{m}.sweep{k // SWEEP_POINTS_PER_JOB + 1}", {"model": m, "points": {}})
+            for t, p in items[k:k + SWEEP_POINTS_PER_JOB]:
+                job["points"].setdefault(t, []).append(p)
+    return jobs
 
 
 def fingerprint_files(paths) -> list:
@@ -269,27 +490,40 @@ def code_fingerprint() -> str:
 def bench_sweeps(config: dict) -> dict[str, list[dict]]:
     """Throughput sweeps: name -> list of runs {model, mode, batch_size, decode}."""
     models, f = config["models"], config["figures"]
-    main_bd, main_ar = config["roles"]["main_bd"], config["roles"]["main_ar"]
+    abl, speed_bd, speed_ar = role(config, "ablation_bd"), role(config, "speed_bd"), role(config, "speed_ar")
     sp = speed_decode(config)
-    rows = [r["model"] for r in config["tables"]["table1"]["rows"]]
-    for extra in (main_ar, main_bd):
-        if extra not in rows:
-            rows.append(extra)
+    # Figure 1b: the speed pair at every batch size; Figure 1a: every drawn model at batch 1
+    pair = [speed_bd, speed_ar]
+    batch_runs = [(m, b) for m in pair for b in f["batch"]["batches"]]
+    batch_runs += [(m, 1) for m in fig1a_models(config) if (m, 1) not in batch_runs]
     sweeps = {
-        "batch": [{"model": m, "mode": models[m]["mode"], "batch_size": b, "decode": sp}
-                  for m in rows for b in f["batch"]["batches"]],
-        "threshold": [{"model": main_bd, "mode": "bd", "batch_size": f["threshold"]["batch"],
+        "batch": [{"model": m, "mode": models[m]["mode"], "batch_size": b, "decode": sp} for m, b in batch_runs],
+        "threshold": [{"model": speed_bd, "mode": "bd", "batch_size": f["threshold"]["batch"],
                        "decode": dict(base_decode(config), threshold=t)} for t in f["threshold"]["thresholds"]],
-        "subblock": [{"model": main_bd, "mode": "bd", "batch_size": b,
+        "subblock": [{"model": abl, "mode": "bd", "batch_size": b,
                       "decode": dict(sp, sub_block_size=s, use_sub_block_cache=c)}
                      for b in f["subblock"]["batches"] for s in f["subblock"]["sub_blocks"]
                      for c in f["subblock"]["caches"]],
     }
     if config["gpu"]:
+        gd = gpu_batch_decode(config)
         sweeps["gpu_batch"] = (
-            [{"model": main_ar, "mode": "ar", "batch_size": b, "decode": sp} for b in f["gpu_batch"]["batches"]]
-            + [{"model": main_bd, "mode": "bd", "batch_size": b, "decode": sp} for b in f["gpu_batch"]["batches"]])
+            [{"model": speed_ar, "mode": "ar", "batch_size": b, "decode": gd} for b in f["gpu_batch"]["batches"]]
+            + [{"model": speed_bd, "mode": "bd", "batch_size": b, "decode": gd} for b in f["gpu_batch"]["batches"]])
     return sweeps
+
+
+def sweep_summary(config: dict, sweep: str) -> str:
+    """Which model runs at which batch sizes in a sweep (dry-run message of the bench job)."""
+    by: dict[str, list] = {}
+    for r in bench_sweeps(config)[sweep]:
+        by.setdefault(f"{r['model']} ({r['mode']})", []).append(r["batch_size"])
+    return "; ".join(f"{m} batch {','.join(map(str, dict.fromkeys(b)))}" for m, b in by.items())
+
+
+def role_summary(config: dict, *names: str) -> str:
+    """``model (roles.name)`` for each role (dry-run messages of the table and figure jobs)."""
+    return ", ".join(f"{role(config, n)} (roles.{n})" for n in names)
 
 
 def sweep_models(config: dict, sweep: str) -> list[str]:

@@ -1,7 +1,8 @@
-"""Accuracy of one model on one task at several decoding points, through fastdllm_core.evaluation.run_task
-(model loaded once).  A task that cannot load its data offline becomes one ``status = n/a`` row with the reason
-(never a number).  Each point's rows are cached under ``<model>/<task>/<point>.csv`` with a key covering the
-model checkpoint, data file, evaluation settings and fastdllm_core's code; a point whose key matches is reused."""
+"""Accuracy of one model on its tasks at several decoding points each, through fastdllm_core.evaluation.run_task
+(model loaded once, and only when some point must be measured; every task's data is checked before).  A task that
+cannot load its data offline becomes one ``status = n/a`` row with the reason (never a number).  Each point's rows
+are cached under ``<model>/<task>/<point>.csv`` with a key covering the model checkpoint, data file, evaluation
+settings and fastdllm_core's code; a point whose key matches is reused."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -17,49 +18,63 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.provenance import config_hash, run_metadata, write_csv_atomic, write_json_atomic
 
     sm = snakemake  # noqa: F821
-    wc, p, config = sm.wildcards, sm.params, sm.config
+    p, config = sm.params, sm.config
     device = dc.require_device(config)
-    cache = Path(p.cache_dir)
-    base_key = {"source": p.source, "model_files": dc.fingerprint_files(sm.input.model),
-                "data": dc.fingerprint_files([p.data_path] if p.data_path else []), "task": wc.task,
-                "mode": p.mode, "max_new_tokens": p.max_new_tokens, "batch_size": p.batch_size, "limit": p.limit,
-                "seed": config["seed"], "device": device, "dtype": config.get("dtype", "auto"),
-                "code": dc.code_fingerprint()}
-    todo, rows_by_point = [], {}
-    for point in p.points:
-        key = config_hash(dict(base_key, point=point))
-        kf, cf = cache / f"{point}.key.json", cache / f"{point}.csv"
-        if kf.is_file() and cf.is_file() and json.loads(kf.read_text()).get("key") == key:
-            with open(cf, newline="") as fh:
-                rows_by_point[point] = list(csv.DictReader(fh))
-            print(f"{point}: reused (same model, data, settings and code)")
-        else:
-            todo.append((point, key))
+    model_files = dc.fingerprint_files(sm.input.model)
+    code = dc.code_fingerprint()
+    # max_new_tokens: an integer for every task, or "task" (each benchmark's own; the row records the length used)
+    task_len = str(p.max_new_tokens) == "task"
+    rows_by_point, todo = {}, []
+    for task, points in p.points.items():
+        data_path = p.data_paths[task]
+        base_key = {"source": p.source, "model_files": model_files,
+                    "data": dc.fingerprint_files([data_path] if data_path else []), "task": task, "mode": p.mode,
+                    "max_new_tokens": p.max_new_tokens, "batch_size": p.batch_size, "limit": p.limit,
+                    "seed": config["seed"], "device": device, "dtype": config.get("dtype", "auto"), "code": code}
+        for point in points:
+            key = config_hash(dict(base_key, point=point))
+            kf, cf = Path(p.cache_dir) / task / f"{point}.key.json", Path(p.cache_dir) / task / f"{point}.csv"
+            if kf.is_file() and cf.is_file() and json.loads(kf.read_text()).get("key") == key:
+                with open(cf, newline="") as fh:
+                    rows_by_point[(task, point)] = list(csv.DictReader(fh))
+                print(f"{task} {point}: reused (same model, data, settings and code)")
+            else:
+                todo.append((task, point, key, base_key))
     if todo:
         from fastdllm_core.evaluation import TaskUnavailable, run_task
+        from fastdllm_core.evaluation.runner import check_data
         from fastdllm_core.model import load_model
 
+        for task in dict.fromkeys(t for t, *_ in todo):
+            try:  # bad data (a missing field, a line that is not JSON, an empty file) fails here, before the load
+                check_data(task, p.data_paths[task])
+            except TaskUnavailable:
+                pass  # becomes an n/a row per point below
         loaded = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
-        for point, key in todo:
+        for task, point, key, base_key in todo:
+            cache = Path(p.cache_dir) / task
             dec = dc.parse_point(point)
-            decode = DecodeConfig(**(dec or {}), max_new_tokens=int(p.max_new_tokens)).validate()
-            extra = {"model_key": wc.model, "scale": config["scale"], "point": point}
+            decode = DecodeConfig(**(dec or {}), **({} if task_len else {"max_new_tokens": int(p.max_new_tokens)}))
+            decode.validate()
+            extra = {"model_key": p.model, "scale": config["scale"], "point": point}
             try:
-                rows = run_task(loaded, wc.task, mode=p.mode, decode=decode, batch_size=int(p.batch_size),
-                                limit=p.limit, out_dir=cache / point, data_path=p.data_path, model_label=p.label,
-                                seed=int(config["seed"]), extra=extra, device=device)
+                rows = run_task(loaded, task, mode=p.mode, decode=decode, batch_size=int(p.batch_size),
+                                limit=dc.point_limit(point) or p.limit, out_dir=cache / point,
+                                data_path=p.data_paths[task], model_label=p.label, seed=int(config["seed"]),
+                                extra=extra, device=device, max_new_tokens="task" if task_len else None)
             except TaskUnavailable as exc:
-                print(f"{point}: task unavailable: {exc.reason}")
-                rows = [{"model": p.source, "model_label": p.label, "task": wc.task, "metric": "", "value": "",
-                         "n": 0, "status": "n/a", "note": exc.reason, "mode": p.mode, **(dec or {}), **extra,
-                         **run_metadata({"task": wc.task, "point": point}, seed=config["seed"], device=device)}]
+                print(f"{task} {point}: task unavailable: {exc.reason}")
+                rows = [{"model": p.source, "model_label": p.label, "task": task, "metric": "", "value": "",
+                         "n": 0, "status": "n/a", "note": exc.reason, "mode": p.mode, **(dec or {}),
+                         "max_new_tokens": "", **extra,
+                         **run_metadata({"task": task, "point": point}, seed=config["seed"], device=device)}]
             for r in rows:  # the DAG's model key in `model`; the loaded source kept beside it
                 r["model_source"] = r["model"]
-                r["model"] = wc.model
+                r["model"] = p.model
             write_csv_atomic(cache / f"{point}.csv", rows)
             write_json_atomic(cache / f"{point}.key.json", {"key": key, "inputs": dict(base_key, point=point)})
-            rows_by_point[point] = rows
-            print(f"{point}: " + ", ".join(f"{r['metric']}={r['value']} ({r['status']})" for r in rows))
-    out = [r for point in p.points for r in rows_by_point[point]]
+            rows_by_point[(task, point)] = rows
+            print(f"{task} {point}: " + ", ".join(f"{r['metric']}={r['value']} ({r['status']})" for r in rows))
+    out = [r for task, points in p.points.items() for point in points for r in rows_by_point[(task, point)]]
     write_csv_atomic(sm.output[0], out)
     print(f"{len(out)} rows -> {sm.output[0]}")

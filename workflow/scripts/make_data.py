@@ -1,8 +1,6 @@
 """Write the synthetic suite (thin wrapper of fastdllm_core.evaluation.synthetic.write_suite)."""
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
 from _log import logged  # noqa: E402
@@ -11,10 +9,11 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.evaluation.synthetic import write_suite
 
     p = snakemake.params  # noqa: F821
-    out = {k: v for k, v in snakemake.output.items()}  # noqa: F821
-    target = os.path.dirname(out["arith_train"])
-    written = write_suite(target, seed=int(p.seed), n_train=int(p.n_train), n_eval=int(p.n_eval))
-    for key, path in out.items():
-        if os.path.abspath(written[key]) != os.path.abspath(path):
-            shutil.copyfile(written[key], path)
+    out = dict(snakemake.output.items())  # noqa: F821
+    target = os.path.dirname(out["pretrain"])
+    written = write_suite(target, seed=int(p.seed), n_eval=int(p.n_eval), n_pretrain=int(p.n_pretrain),
+                          n_sft=int(p.n_sft), n_adapt=int(p.n_adapt))
+    wrong = {k: (written.get(k), v) for k, v in out.items() if os.path.abspath(written.get(k, "")) != os.path.abspath(v)}
+    if wrong:
+        raise RuntimeError(f"write_suite wrote other paths than the rule declares: {wrong}")
     print({k: os.path.getsize(v) for k, v in out.items()})

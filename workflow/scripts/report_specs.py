@@ -30,7 +30,9 @@ def column_specs(config: dict, ids: list[str], with_avg: bool = False) -> list[d
                     {"task": c["task"], "metric": c["metric"], "comparable": bool(c.get("comparable", False))})
         out.append(spec)
     if with_avg:
-        out.append({"id": "avg", "title": TABLE1_COLUMNS["avg"], "average_of": list(ids)})
+        # the paper's Avg. is over its nine columns: a mean over fewer is labelled partial, never differenced
+        out.append({"id": "avg", "title": TABLE1_COLUMNS["avg"], "average_of": list(ids),
+                    "paper_columns": list(dc.AVG_COLUMNS)})
     return out
 
 
@@ -38,9 +40,32 @@ def label(config: dict, model: str) -> str:
     return config["models"][model].get("label", model)
 
 
+RELEASED_TEXT = "released checkpoint (not trained here)"
+
+
+def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
+    """(model -> label suffix, note) for Table 2: a row whose model is a released checkpoint is labelled as such
+    when it sits beside rows trained here (different code, data and budget: a confound the table must show)."""
+    models = config["models"]
+    rows = [r["model"] for r in config["tables"]["table2"]["rows"]]
+    released = [m for m in rows if not dc.is_trained(models[m])]
+    trained = [m for m in rows if dc.is_trained(models[m])]
+    if not released:
+        budgets = {repr(dc.training_config(config, m, []).get("optim")) for m in trained}
+        inits = {models[m]["train"]["init"] for m in trained}
+        same = len(budgets) == 1 and len(inits) == 1
+        return {}, ("All recipes are trained here by the same code" + (", from the same AR base with the same "
+                    "steps and data." if same else "; their init or optimiser budget differ (see the config)."))
+    if not trained:
+        return {m: f" [{RELEASED_TEXT}]" for m in released}, "All rows are released checkpoints (not trained here)."
+    return ({m: f" [{RELEASED_TEXT}]" for m in released},
+            f"Rows marked '{RELEASED_TEXT}' were not trained by this code, data and budget, unlike the other rows: "
+            "their differences mix the recipe with the training run.")
+
+
 def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> T.Table:
     acc = acc if acc is not None else pd.DataFrame()
-    scale, base, main_bd = config["scale"], dc.base_decode(config), config["roles"]["main_bd"]
+    scale, base, abl = config["scale"], dc.base_decode(config), dc.role(config, "ablation_bd")
     t = config["tables"]
     notes = [scale_note(config)]
     if name == "table1_main":
@@ -51,33 +76,42 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
                      f"{base['threshold']}, sub-block cache {'on' if base['use_sub_block_cache'] else 'off'}; "
                      "AR rows use greedy autoregressive decoding.")
         return T.comparison_table(name=name, title="Table 1: main results", scale=scale, paper_table="table1",
-                                  groups=groups, columns=cols, acc=acc, first_header="Model", notes=notes)
+                                  groups=groups, columns=cols, acc=acc, first_header="Model", notes=notes,
+                                  contrasts=[(0, i) for i in range(1, len(groups))])
     if name == "table2_recipe_ablation":
-        groups = [{"label": r.get("label") or label(config, r["model"]), "model": r["model"],
-                   "paper_row": r.get("paper_row"), "decode": base} for r in t["table2"]["rows"]]
+        suffix, prov = table2_provenance(config)
+        groups = [{"label": (r.get("label") or label(config, r["model"])) + suffix.get(r["model"], ""),
+                   "model": r["model"], "paper_row": r.get("paper_row"), "decode": base} for r in t["table2"]["rows"]]
         cols = column_specs(config, t["table2"]["columns"], with_avg=True)
-        notes.append("All recipes adapt the same AR base with the same steps and data. Avg. is over the columns "
-                     "shown; the paper's Avg. is over its own Table 2 columns.")
+        notes.append(prov + " Avg. is over the columns shown; the paper's Avg. is over its nine columns, so a "
+                     "mean over fewer is labelled partial and not differenced against it.")
         return T.comparison_table(name=name, title="Table 2: training recipe ablation", scale=scale,
                                   paper_table="table2", groups=groups, columns=cols, acc=acc, first_header="Recipe",
-                                  notes=notes)
+                                  notes=notes, contrasts=[(i, i + 1) for i in range(len(groups) - 1)])
     if name == "table3_subblock_size":
-        groups = [{"label": f"sub-block {s}", "model": main_bd, "paper_row": str(s),
+        groups = [{"label": f"sub-block {s}", "model": abl, "paper_row": str(s),
                    "decode": dict(base, sub_block_size=s)} for s in t["table3"]["sub_blocks"]]
-        notes.append(f"Model: {label(config, main_bd)}; block {base['block_size']}, threshold {base['threshold']}.")
+        notes.append(f"Model: {label(config, abl)} (roles.ablation_bd; the paper's Table 3 is on its 1.5B model); "
+                     f"block {base['block_size']}, threshold {base['threshold']}.")
+        ref = _index_of(t["table3"]["sub_blocks"], base["sub_block_size"])
         return T.comparison_table(name=name, title="Table 3: sub-block size", scale=scale, paper_table="table3",
                                   groups=groups, columns=column_specs(config, t["table3"]["columns"]), acc=acc,
-                                  first_header="Sub-block size", notes=notes)
+                                  first_header="Sub-block size", notes=notes,
+                                  contrasts=[(ref, i) for i in range(len(groups)) if ref is not None and i != ref])
     if name == "table4_block_size_mismatch":
-        groups = [{"label": f"block {b}", "model": main_bd, "paper_row": str(b),
+        groups = [{"label": f"block {b}", "model": abl, "paper_row": str(b),
                    "decode": dict(base, block_size=b, sub_block_size=b)} for b in t["table4"]["block_sizes"]]
-        notes.append(f"Model: {label(config, main_bd)} (trained with block size "
+        notes.append(f"Model: {label(config, abl)} (roles.ablation_bd; the paper's Table 4 is on its 1.5B model; "
+                     "trained with block size "
                      f"{config.get('training', {}).get('objective', {}).get('block_size', 32)}); inference block "
                      f"size varied, sub-block = block, threshold {base['threshold']}.")
+        ref = _index_of(t["table4"]["block_sizes"], config.get("training", {}).get("objective", {}).get(
+            "block_size", base["block_size"]))
         return T.comparison_table(name=name, title="Table 4: inference block size (train/inference mismatch)",
                                   scale=scale, paper_table="table4", groups=groups,
                                   columns=column_specs(config, t["table4"]["columns"]), acc=acc,
-                                  first_header="Inference block size", notes=notes)
+                                  first_header="Inference block size", notes=notes,
+                                  contrasts=[(ref, i) for i in range(len(groups)) if ref is not None and i != ref])
     if name in ("table5_case_single_turn", "table6_case_multi_turn"):
         cases = cases if cases is not None else pd.DataFrame()
         title = "Table 5: single-turn case study" if name.startswith("table5") else "Table 6: multi-turn case study"
@@ -85,43 +119,56 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
     raise ValueError(f"unknown table {name!r}")
 
 
+def _index_of(values: list, v) -> int | None:
+    """Index of ``v`` in ``values`` (the reference row of a table's contrasts), None when absent."""
+    return values.index(v) if v in values else None
+
+
 def _col(config, key):
     c = config["columns"][config["figures"][key]["column"]]
     return c["task"], c["metric"]
 
 
+def _model_spec(config: dict, model: str) -> dict:
+    return {"model": model, "label": label(config, model), "mode": config["models"][model]["mode"]}
+
+
 def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
     acc = acc if acc is not None else pd.DataFrame()
     thr = thr if thr is not None else pd.DataFrame()
-    scale, f, main_bd = config["scale"], config["figures"], config["roles"]["main_bd"]
-    rows = [{"model": r["model"], "label": label(config, r["model"]), "mode": config["models"][r["model"]]["mode"]}
-            for r in config["tables"]["table1"]["rows"]]
+    scale, f = config["scale"], config["figures"]
+    abl, speed_bd, speed_ar = (dc.role(config, r) for r in ("ablation_bd", "speed_bd", "speed_ar"))
     if name == "fig1a_throughput_vs_accuracy":
         task, metric = _col(config, "threshold")
-        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": rows, "ar_reference": config["roles"]["main_ar"],
+        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": [_model_spec(config, m) for m in dc.fig1a_models(config)],
+                                                  "ar_reference": speed_ar, "bd_reference": speed_bd,
                                                   "task": task, "metric": metric,
                                                   "speed_decode": dc.speed_decode(config), "batch": 1},
                                        scale, png, pdf)
     elif name == "fig1b_throughput_batch":
-        F.fig1b_throughput_batch(thr, {"models": rows, "batches": f["batch"]["batches"],
+        F.fig1b_throughput_batch(thr, {"models": [_model_spec(config, m) for m in (speed_bd, speed_ar)],
+                                       "bd_model": speed_bd, "batches": f["batch"]["batches"],
                                        "speed_decode": dc.speed_decode(config)}, scale, png, pdf)
     elif name == "fig_threshold_gsm8k":
         task, metric = _col(config, "threshold")
-        F.fig_threshold_gsm8k(acc, thr, {"model": main_bd, "task": task, "metric": metric,
-                                         "thresholds": f["threshold"]["thresholds"], "decode": dc.base_decode(config),
-                                         "batch": f["threshold"]["batch"]}, scale, png, pdf)
+        F.fig_threshold_gsm8k(acc, thr, {"model": speed_bd, "label": label(config, speed_bd), "task": task,
+                                         "metric": metric, "thresholds": f["threshold"]["thresholds"],
+                                         "decode": dc.base_decode(config), "batch": f["threshold"]["batch"]},
+                              scale, png, pdf)
     elif name == "fig_gpu_batch_throughput":
         frames = [d for d in [thr, *gpu_frames] if d is not None and not d.empty]
         allthr = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        F.fig_gpu_batch_throughput(allthr, {"ar_model": config["roles"]["main_ar"], "bd_model": main_bd,
-                                            "decode": dc.speed_decode(config)}, png, pdf)
+        F.fig_gpu_batch_throughput(allthr, {"ar_model": speed_ar, "bd_model": speed_bd,
+                                            "ar_label": label(config, speed_ar), "bd_label": label(config, speed_bd),
+                                            "decode": dc.gpu_batch_decode(config)}, png, pdf)
     elif name == "fig_subblock_accuracy":
         task, metric = _col(config, "subblock")
-        F.fig_subblock_accuracy(acc, {"model": main_bd, "task": task, "metric": metric,
+        F.fig_subblock_accuracy(acc, {"model": abl, "label": label(config, abl), "task": task, "metric": metric,
                                       "sub_blocks": f["subblock"]["sub_blocks"], "caches": f["subblock"]["caches"],
                                       "decode": dc.speed_decode(config)}, scale, png, pdf)
     elif name == "fig_subblock_throughput":
-        F.fig_subblock_throughput(thr, {"model": main_bd, "sub_blocks": f["subblock"]["sub_blocks"],
+        F.fig_subblock_throughput(thr, {"model": abl, "label": label(config, abl),
+                                        "sub_blocks": f["subblock"]["sub_blocks"],
                                         "caches": f["subblock"]["caches"], "batches": f["subblock"]["batches"],
                                         "decode": dc.speed_decode(config)}, scale, png, pdf)
     elif name == "fig_attention_masks":

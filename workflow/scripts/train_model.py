@@ -14,8 +14,14 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
 
     sm = snakemake  # noqa: F821
-    dc.require_device(sm.config)
     cfg = sm.params.cfg
+    from fastdllm_core.configkeys import paper_budget_warning
+
+    warning = paper_budget_warning(cfg, f"the training config of {sm.wildcards.model} (training: + models."
+                                        f"{sm.wildcards.model}.train:)")
+    if warning:  # first line of the job's output: never the paper-scale budget silently
+        print(warning, flush=True)
+    dc.require_device(sm.config)
     missing = [f for f in cfg["data"]["train_files"] if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "
@@ -24,9 +30,15 @@ with logged(snakemake):  # noqa: F821
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
-    from fastdllm_core.train import train
+    from fastdllm_core.train import train, train_processes
 
-    final = train(cfg, run_dir, progress=True)
+    if cfg["train"].get("device") == "cpu" and sm.threads > 1:
+        # the thread policy of CPU training: data-parallel processes of one thread each (never OpenMP threads,
+        # which collapse on a busy machine); see fastdllm_core.train.train_processes
+        print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
+        final = train_processes(cfg, run_dir, sm.threads)
+    else:
+        final = train(cfg, run_dir, progress=True)
     print(f"final checkpoint: {final}")
     with open(run_dir / "metrics.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

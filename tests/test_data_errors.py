@@ -1,0 +1,146 @@
+"""Bad data is named (file, line, field) before any model is loaded, and nothing is left behind:
+evaluation data (run_task, ``fastdllm eval``) and training data (``fastdllm train``)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from fastdllm_core.evaluation import run_task, synthetic
+from fastdllm_core.evaluation.datacheck import DataError
+
+
+@pytest.fixture(autouse=True)
+def _no_model_load(monkeypatch):
+    """Any model load fails the test: every error below must come first."""
+    def boom(*a, **k):
+        raise AssertionError("the model was loaded before the data was checked")
+
+    import fastdllm_core.evaluation.runner as runner
+    import fastdllm_core.model as model
+    import fastdllm_core.train as train
+
+    monkeypatch.setattr(runner, "load_model", boom)
+    monkeypatch.setattr(model, "load_model", boom)
+    monkeypatch.setattr(train, "build_model", boom)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    text = "".join(line + "\n" for line in lines)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return synthetic.write_suite(tmp_path_factory.mktemp("suite"), n_pretrain=0, n_sft=10, n_adapt=0, n_eval=3)
+
+
+def _good_lines(suite, task):
+    if task == "synth_arith":
+        return Path(suite["synth_arith_test"]).read_text().splitlines()
+    with gzip.open(suite["synth_code_test"], "rt") as fh:
+        return fh.read().splitlines()
+
+
+def _break(lines, how, field):
+    lines = list(lines)
+    if how == "not_json":
+        lines[1] = lines[1][:-5]
+    elif how == "missing":
+        row = json.loads(lines[1])
+        del row[field]
+        lines[1] = json.dumps(row)
+    elif how == "wrong_type":
+        row = json.loads(lines[1])
+        row[field] = 42
+        lines[1] = json.dumps(row)
+    elif how == "not_object":
+        lines[1] = json.dumps([1, 2])
+    return lines
+
+
+CASES = [("not_json", "line 2", r"not valid JSON"), ("missing", "field", r"is missing"),
+         ("wrong_type", "field", r"must be a string"), ("not_object", "", r"must be a JSON object")]
+
+
+@pytest.mark.parametrize("task,field,suffix", [("synth_arith", "question", ".jsonl"),
+                                                ("synth_code", "prompt", ".jsonl.gz")])
+@pytest.mark.parametrize("how,_,pattern", CASES)
+def test_bad_eval_data_is_named_before_the_model_loads(tmp_path, suite, task, field, suffix, how, _, pattern):
+    bad = _write(tmp_path / f"bad{suffix}", _break(_good_lines(suite, task), how, field))
+    out = tmp_path / "out"
+    with pytest.raises(DataError, match=pattern) as ei:
+        run_task("/some/model", task, out_dir=out, data_path=str(bad))
+    msg = str(ei.value)
+    assert f"{bad}:2:" in msg
+    if how in ("missing", "wrong_type"):
+        assert repr(field) in msg
+    assert not out.exists(), "a failed run left its output directory (or evalplus/) behind"
+
+
+@pytest.mark.parametrize("task,name", [("synth_arith", "empty.jsonl"), ("synth_code", "empty.jsonl.gz"),
+                                       ("humaneval", "empty.jsonl"), ("gsm8k", "empty.jsonl")])
+def test_empty_eval_file_fails_before_the_model_loads(tmp_path, task, name):
+    empty = _write(tmp_path / name, [])
+    out = tmp_path / "out"
+    with pytest.raises(DataError, match=f"{empty}: the {task} data file is empty"):
+        run_task("/some/model", task, out_dir=out, data_path=str(empty))
+    assert not out.exists()
+
+
+def test_humaneval_original_form_fields(tmp_path):
+    row = {"task_id": "HumanEval/0", "prompt": "def f():\n", "canonical_solution": "  return 1\n",
+           "entry_point": "f"}
+    bad = _write(tmp_path / "he.jsonl", [json.dumps(row)])
+    with pytest.raises(DataError, match=rf"{bad}:1: field 'test' is missing"):
+        run_task("/some/model", "humaneval", out_dir=tmp_path / "out", data_path=str(bad))
+
+
+def test_cli_eval_names_the_bad_line(tmp_path, suite, capsys):
+    from fastdllm_core.cli import main
+
+    bad = _write(tmp_path / "bad.jsonl", _break(_good_lines(suite, "synth_arith"), "missing", "answer"))
+    rc = main(["eval", "--model", "/some/model", "--task", "synth_arith", "--data-path", str(bad),
+               "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{bad}:2: field 'answer' is missing" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("line,pattern", [
+    ('{"prompt": "a", "response": "b"', r":2: not valid JSON"),
+    ('{"prompt": "a"}', r":2: an SFT row needs 'messages' or 'prompt'\+'response'"),
+    ('{"prompt": "a", "response": 7}', r":2: field 'response' must be a string"),
+    ('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant"}]}',
+     r":2: field 'messages\[1\].content' must be a string"),
+    ('{"messages": [{"role": "user", "content": "a"}]}', r":2: field 'messages': .*must end with an assistant"),
+    ('[1, 2]', r":2: an SFT row must be a JSON object"),
+])
+def test_bad_training_data_is_named_before_the_model_is_built(tmp_path, line, pattern):
+    from fastdllm_core.train import train
+
+    f = _write(tmp_path / "sft.jsonl", ['{"prompt": "1+1=?", "response": "2"}', line])
+    cfg = {"data": {"train_files": [str(f)], "seq_len": 64}, "objective": {"block_size": 16},
+           "optim": {"max_steps": 1, "batch_size": 2, "micro_batch_size": 2}}
+    with pytest.raises(ValueError, match=pattern) as ei:
+        train(cfg, tmp_path / "run", progress=False)
+    assert str(f) in str(ei.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_empty_training_file_names_the_files(tmp_path):
+    from fastdllm_core.train import train
+
+    f = _write(tmp_path / "sft.jsonl", [])
+    cfg = {"data": {"train_files": [str(f)], "seq_len": 64}, "objective": {"block_size": 16},
+           "optim": {"max_steps": 1, "batch_size": 2, "micro_batch_size": 2}}
+    with pytest.raises(ValueError, match=f"training dataset is empty.*{f}"):
+        train(cfg, tmp_path / "run", progress=False)

@@ -1,0 +1,188 @@
+"""The sandbox for model-written code: hostile "solutions" scored through the real EvalPlus path
+(:func:`codeeval.score` -> worker subprocess -> one sandboxed child per check).
+
+Every hostile solution returns the right answer after its escape attempt, so it can only be scored ``fail`` if the
+sandbox stopped the attempt; the files and processes it aimed at are checked afterwards, and a correct solution
+scored after all of them shows that the run went on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fastdllm_core.evaluation import codeeval
+
+EP = "add_one"
+GOOD = f"def {EP}(x):\n    return x + 1\n"
+
+
+def _probe(mode: str = "auto") -> dict:
+    env = {**os.environ, "FASTDLLM_SANDBOX": mode}
+    out = subprocess.run([sys.executable, "-m", "fastdllm_core.evaluation.sandbox"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _dataset(tmp_path: Path) -> Path:
+    row = {"task_id": "Sandbox/0", "prompt": f"def {EP}(x):\n", "canonical_solution": "    return x + 1\n",
+           "entry_point": EP, "base_input": [[1], [2]], "plus_input": [[3]], "atol": 0, "contract": "",
+           "test": ""}
+    p = tmp_path / "sandbox_problems.jsonl"
+    p.write_text(json.dumps(row) + "\n")
+    return p
+
+
+def _hostile(out: Path, home: Path) -> dict[str, str]:
+    ret = "    return x + 1\n"
+    return {
+        "system": f"def {EP}(x):\n    __import__('posix').system('touch {out}/system')\n" + ret,
+        "posix_spawn": f"import os\ndef {EP}(x):\n    os.posix_spawn('/bin/touch', ['touch', '{out}/spawn'], "
+                       f"dict(os.environ))\n" + ret,
+        "unlink_outside": f"def {EP}(x):\n    __import__('posix').unlink('{out}/victim')\n" + ret,
+        "io_open_outside": f"import io\ndef {EP}(x):\n    io.open('{out}/io_open', 'w').write('x')\n" + ret,
+        "fork_50": (f"import posix, time\ndef {EP}(x):\n    for _ in range(50):\n        if posix.fork() == 0:\n"
+                    f"            time.sleep(3)\n            posix._exit(0)\n" + ret),
+        "fork_bomb": (f"import posix\ndef {EP}(x):\n    while True:\n        try:\n            posix.fork()\n"
+                      f"        except BaseException:\n            pass\n" + ret),
+        "alloc_50GB": f"def {EP}(x):\n    b = bytearray(50 * 2 ** 30)\n" + ret,
+        "infinite_loop": f"def {EP}(x):\n    while True:\n        pass\n",
+        "stubborn_loop": (f"def {EP}(x):\n    while True:\n        try:\n            while True:\n                pass\n"
+                          f"        except BaseException:\n            pass\n"),
+        "write_home": f"import io\ndef {EP}(x):\n    io.open('{home}/pwned', 'w').write('x')\n" + ret,
+        "leave_session_and_sleep": (f"import ctypes, os, time\ndef {EP}(x):\n    os.setsid()\n"
+                                    f"    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n    while True:\n"
+                                    f"        try:\n            time.sleep(100)\n        except BaseException:\n"
+                                    f"            pass\n"),
+    }
+
+
+def _leftover_processes(marker: str) -> list[str]:
+    """Processes (other than this one) whose command line names ``marker``: sandboxes are forks of the worker,
+    whose command line holds the samples path under ``tmp_path``."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            found.append(f"{d}: {cmd[:200]}")
+    return found
+
+
+def _score_hostile(tmp_path, monkeypatch, mode, skip=(), base_only=False):
+    out, home, tmp = tmp_path / "outside", tmp_path / "home", tmp_path / "tmp"
+    for d in (out, home, tmp):
+        d.mkdir()
+    (out / "victim").write_text("keep me")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("FASTDLLM_SANDBOX_DIR", str(tmp))  # the sandboxes' working directories are made here
+    monkeypatch.setenv("FASTDLLM_SANDBOX", mode)
+    hostile = {k: v for k, v in _hostile(out, home).items() if k not in skip}
+    sols = [{"task_id": "Sandbox/0", "solution": GOOD}]
+    sols += [{"task_id": "Sandbox/0", "solution": code} for code in hostile.values()]
+    sols += [{"task_id": "Sandbox/0", "solution": GOOD}]
+    t0 = time.perf_counter()
+    res = codeeval.score(_dataset(tmp_path), "humaneval", sols, tmp_path / "work", base_only=base_only,
+                         min_time_limit=0.3, parallel=2)
+    elapsed = time.perf_counter() - t0
+    time.sleep(0.2)
+    return res, dict(zip(hostile, res[1:-1])), out, home, tmp, elapsed
+
+
+@pytest.mark.parametrize("mode", ["auto", "mountns"])
+def test_hostile_solutions_are_contained_and_scored_failed(tmp_path, monkeypatch, mode):
+    probe = _probe(mode)
+    if not probe["full"]:
+        pytest.skip(f"this kernel does not give the full sandbox in mode {mode}: {probe['description']}")
+    res, by_name, out, home, tmp, elapsed = _score_hostile(tmp_path, monkeypatch, mode)
+    assert res[0]["base_status"] == "pass" and res[0]["plus_status"] == "pass"
+    assert res[-1]["base_status"] == "pass" and res[-1]["plus_pass"], "the run did not go on after the hostile ones"
+    not_failed = {k: (r["base_status"], r["plus_status"]) for k, r in by_name.items() if r["base_pass"]}
+    assert not not_failed, f"escape attempts scored as passing: {not_failed}"
+    assert all(r["base_status"] in ("fail", "timeout") for r in by_name.values())
+    # nothing outside the sandbox's working directory was written or removed
+    assert sorted(p.name for p in out.iterdir()) == ["victim"] and (out / "victim").read_text() == "keep me"
+    assert not (home / "pwned").exists()
+    # every working directory was removed, and no process of the sandboxes is left
+    assert list(tmp.iterdir()) == []
+    assert _leftover_processes(str(tmp_path)) == []
+    sandbox = res[0]["sandbox"]
+    assert ("landlock" in sandbox if mode == "auto" else "mountns-readonly" in sandbox), sandbox
+    assert {"pidns", "seccomp", "rlimits", "nproc-bound", "session", "workdir"} <= set(sandbox.split("+"))
+    if os.geteuid() == 0:
+        assert {"private-uid", "cap-dac-read-search-only"} <= set(sandbox.split("+"))
+    assert elapsed < 90
+
+
+def test_weak_mode_is_reported_and_the_run_goes_on(tmp_path, monkeypatch, caplog):
+    """Without namespaces, Landlock and seccomp (FASTDLLM_SANDBOX=weak, what an old kernel gives) the run still
+    completes, processes are still cleaned up, and the weaker sandbox is logged and recorded."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="fastdllm_core.evaluation.codeeval")
+    # without seccomp, RLIMIT_NPROC (a private uid when run as root) bounds the forks
+    res, by_name, out, home, tmp, _ = _score_hostile(tmp_path, monkeypatch, "weak", base_only=True)
+    assert res[0]["base_pass"] and res[-1]["base_pass"]
+    assert "nproc-bound" in res[0]["sandbox"]
+    for name in ("fork_50", "fork_bomb", "alloc_50GB", "infinite_loop", "stubborn_loop",
+                 "leave_session_and_sleep"):
+        assert not by_name[name]["base_pass"], name
+    assert "landlock" not in res[0]["sandbox"] and "seccomp" not in res[0]["sandbox"]
+    assert any("weaker sandbox" in r.getMessage() for r in caplog.records)
+    assert list(tmp.iterdir()) == []
+    assert _leftover_processes(str(tmp_path)) == []  # the process group was killed at the end of each check
+
+
+def test_probe_reports_this_kernel():
+    p = _probe()
+    assert p["ok"] and p["mode"] == "auto"
+    assert {"session", "rlimits", "workdir", "no-new-privs"} <= set(p["description"].split("+"))
+    if p["landlock_abi"]:
+        assert "landlock" in p["description"]
+
+
+def test_solutions_can_import_modules_not_loaded_by_the_scorer(tmp_path, monkeypatch):
+    """As root the solution runs as a private uid (so that RLIMIT_NPROC applies): it must still import stdlib
+    modules that the scorer never loaded (read access is not restricted).  By default the working directories
+    are made in the scoring call's private scratch directory, not in the system's temporary directory."""
+    monkeypatch.delenv("FASTDLLM_SANDBOX_DIR", raising=False)
+    (tmp_path / "systmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "systmp"))
+    code = (f"def {EP}(x):\n    import fractions, statistics, decimal, sqlite3, xml.dom.minidom, cmath\n"
+            f"    return int(fractions.Fraction(x, 1) + statistics.mean([1, 1]))\n")
+    res = codeeval.score(_dataset(tmp_path), "humaneval", [{"task_id": "Sandbox/0", "solution": code}],
+                         tmp_path / "work", base_only=False, min_time_limit=0.5)
+    assert res[0]["base_pass"] and res[0]["plus_pass"], res
+    assert list((tmp_path / "systmp").iterdir()) == [] and list((tmp_path / "work").iterdir()) == []
+
+
+def test_killing_the_scorer_kills_its_sandboxes(tmp_path):
+    marker = f"fastdllm-pdeath-{tmp_path.name}"
+    code = ("import evalplus.eval\nfrom fastdllm_core.evaluation import sandbox as sb\nprint('start', flush=True)\n"
+            "sol = 'import time\\ndef f(x):\\n    while True:\\n        try:\\n            time.sleep(100)\\n"
+            "        except BaseException:\\n            pass\\n'\n"
+            "sb.untrusted_check('humaneval', sol, [[1]], 'f', [2], 0, [10.0], fast_check=True, min_time_limit=20)\n")
+    p = subprocess.Popen([sys.executable, "-c", code, marker], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "FASTDLLM_SANDBOX_DIR": str(tmp_path)})  # what a SIGKILL leaves
+    try:
+        assert p.stdout.readline().strip() == "start"
+        deadline = time.time() + 20
+        while len(_leftover_processes(marker)) < 3 and time.time() < deadline:  # scorer, A and the solution
+            time.sleep(0.2)
+        assert len(_leftover_processes(marker)) >= 3
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.time() + 5
+    while _leftover_processes(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _leftover_processes(marker) == []
