@@ -205,3 +205,51 @@ def test_mask_figure_is_drawn_in_analysis_from_the_core_masks(tmp_path):
     assert F.MASK_COLORS["bd"] == "#47B1E1" and F.MASK_COLORS["obc"] == "#46D45A" and F.MASK_COLORS["bc"] == "#F3AA84"
     F.fig_attention_masks(tmp_path / "m.png", tmp_path / "m.pdf", 8, 2)
     assert (tmp_path / "m.png").stat().st_size > 1000
+
+
+def _two_sweeps():
+    """The same BD setting at batch 1 measured by two sweeps: Figure 1's "batch" sweep (beside the AR model) and,
+    later in the CSV, Figure 6's "subblock" sweep, with a different number (another moment on a loaded host)."""
+    dec = dict(block_size=32, sub_block_size=8, threshold=0.9, use_sub_block_cache=True)
+    rows = [dict(model="bd", mode="bd", sweep="batch", batch_size=1, tokens_per_s=100.0, total_tokens=100,
+                 wall_time_s_min=0.9, wall_time_s_max=1.1, **dec),
+            dict(model="bd", mode="bd", sweep="batch", batch_size=4, tokens_per_s=250.0, **dec),
+            dict(model="ar", mode="ar", sweep="batch", batch_size=1, tokens_per_s=80.0, total_tokens=80,
+                 wall_time_s_min=0.8, wall_time_s_max=1.25),
+            dict(model="ar", mode="ar", sweep="batch", batch_size=4, tokens_per_s=160.0),
+            dict(model="bd", mode="bd", sweep="threshold", batch_size=1, tokens_per_s=300.0, **dec),
+            dict(model="bd", mode="bd", sweep="subblock", batch_size=1, tokens_per_s=500.0, **dec)]
+    return pd.DataFrame(rows), dec
+
+
+def test_speed_figures_take_their_numbers_from_their_own_sweep():
+    thr, dec = _two_sweeps()
+    ratio, rng = F.speedup_pair(thr, "bd", "ar", dec, batch=1, sweep="batch")
+    assert ratio == pytest.approx(100.0 / 80.0)  # not 500 / 80 from the sub-block sweep's later row
+    assert rng == pytest.approx((100 / 1.1 / (80 / 0.8), 100 / 0.9 / (80 / 1.25)))
+    assert F._tps(thr, "bd", "bd", 1, dec, "subblock") == 500.0 and F._tps(thr, "bd", "bd", 1, dec, "threshold") == 300.0
+    assert F._tps(thr, "bd", "bd", 1, dec, "gpu_batch") is None
+    no_sweep = thr.drop(columns=["sweep"])  # a CSV written outside the DAG: every row counts
+    assert F._tps(no_sweep, "bd", "bd", 1, dec, "batch") == 500.0
+    spec = {"models": [{"model": "bd", "label": "BD", "mode": "bd"}, {"model": "ar", "label": "AR", "mode": "ar"}],
+            "batches": [1, 4], "speed_decode": dec}
+    items = F.batch_scaling(thr, spec)
+    assert [(i["label"], i["ratio"]) for i in items[:2]] == [("BD", 2.5), ("AR", 2.0)]
+    assert all(i["source"] == "reproduced" for i in items[:2])
+    paper = items[2]  # the paper's Fast-dLLM v2 (7B) 102.5 -> 217.5 tokens/s, as a ratio, with its source
+    assert paper["ratio"] == pytest.approx(217.5 / 102.5) and "project page" in paper["source"]
+
+
+def test_threshold_figure_uses_the_threshold_sweep(tmp_path, monkeypatch):
+    thr, dec = _two_sweeps()
+    base = pd.DataFrame([dict(model="bd", mode="bd", sweep="threshold", batch_size=1, tokens_per_s=150.0,
+                              **dict(dec, threshold=1.0))])
+    thr = pd.concat([thr, base], ignore_index=True)
+    drawn = []
+    real = F.plt.Axes.plot
+    monkeypatch.setattr(F.plt.Axes, "plot", lambda self, *a, **k: drawn.append(a) or real(self, *a, **k))
+    spec = {"model": "bd", "label": "BD", "task": "t", "metric": "acc", "thresholds": [0.9, 1.0],
+            "decode": dict(dec, threshold=1.0), "batch": 1}
+    F.fig_threshold_gsm8k(pd.DataFrame(), thr, spec, "tiny", tmp_path / "t.png", tmp_path / "t.pdf")
+    tokens = next(a for a in drawn if len(a) >= 2 and list(a[0]) == [0.9, 1.0])
+    assert list(tokens[1]) == [300.0, 150.0]  # the threshold sweep's rows, not the sub-block sweep's 500

@@ -124,6 +124,13 @@ def _index_of(values: list, v) -> int | None:
     return values.index(v) if v in values else None
 
 
+# The throughput sweep (dagconfig.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
+# measured together, and the same setting measured by another sweep is another measurement.
+FIGURE_SWEEPS = {"fig1a_throughput_vs_accuracy": "batch", "fig1b_throughput_batch": "batch",
+                 "fig_threshold_gsm8k": "threshold", "fig_gpu_batch_throughput": "gpu_batch",
+                 "fig_subblock_throughput": "subblock"}
+
+
 def _col(config, key):
     c = config["columns"][config["figures"][key]["column"]]
     return c["task"], c["metric"]
@@ -143,24 +150,28 @@ def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frame
         F.fig1a_throughput_vs_accuracy(acc, thr, {"models": [_model_spec(config, m) for m in dc.fig1a_models(config)],
                                                   "ar_reference": speed_ar, "bd_reference": speed_bd,
                                                   "task": task, "metric": metric,
-                                                  "speed_decode": dc.speed_decode(config), "batch": 1},
+                                                  "speed_decode": dc.speed_decode(config), "batch": 1,
+                                                  "sweep": FIGURE_SWEEPS[name]},
                                        scale, png, pdf)
     elif name == "fig1b_throughput_batch":
         F.fig1b_throughput_batch(thr, {"models": [_model_spec(config, m) for m in (speed_bd, speed_ar)],
                                        "bd_model": speed_bd, "batches": f["batch"]["batches"],
-                                       "speed_decode": dc.speed_decode(config)}, scale, png, pdf)
+                                       "speed_decode": dc.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                 scale, png, pdf)
     elif name == "fig_threshold_gsm8k":
         task, metric = _col(config, "threshold")
         F.fig_threshold_gsm8k(acc, thr, {"model": speed_bd, "label": label(config, speed_bd), "task": task,
                                          "metric": metric, "thresholds": f["threshold"]["thresholds"],
-                                         "decode": dc.base_decode(config), "batch": f["threshold"]["batch"]},
+                                         "decode": dc.base_decode(config), "batch": f["threshold"]["batch"],
+                                         "sweep": FIGURE_SWEEPS[name]},
                               scale, png, pdf)
     elif name == "fig_gpu_batch_throughput":
         frames = [d for d in [thr, *gpu_frames] if d is not None and not d.empty]
         allthr = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         F.fig_gpu_batch_throughput(allthr, {"ar_model": speed_ar, "bd_model": speed_bd,
                                             "ar_label": label(config, speed_ar), "bd_label": label(config, speed_bd),
-                                            "decode": dc.gpu_batch_decode(config)}, png, pdf)
+                                            "decode": dc.gpu_batch_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                   png, pdf)
     elif name == "fig_subblock_accuracy":
         task, metric = _col(config, "subblock")
         F.fig_subblock_accuracy(acc, {"model": abl, "label": label(config, abl), "task": task, "metric": metric,
@@ -170,7 +181,8 @@ def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frame
         F.fig_subblock_throughput(thr, {"model": abl, "label": label(config, abl),
                                         "sub_blocks": f["subblock"]["sub_blocks"],
                                         "caches": f["subblock"]["caches"], "batches": f["subblock"]["batches"],
-                                        "decode": dc.speed_decode(config)}, scale, png, pdf)
+                                        "decode": dc.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                  scale, png, pdf)
     elif name == "fig_attention_masks":
         F.fig_attention_masks(png, pdf, f["masks"]["seq_len"], f["masks"]["block_size"])
     else:
