@@ -2,6 +2,7 @@
 granularity, GPU checks, and (slow) an end-to-end run of config/ci.yaml."""
 import copy
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +33,58 @@ def test_dry_run_default(tmp_path):
         assert rule in out
 
 
+def _job_messages(out: str) -> dict[str, str]:
+    """The dry run's job messages ("Job N: <message>"), keyed by their text up to the first " -> "."""
+    msgs = {}
+    for line in out.splitlines():
+        m = re.match(r"Job \d+: (.*?) -> (.*)$", line)
+        if m:
+            msgs[m[1]] = m[2]
+    return msgs
+
+
 def test_dry_run_paper_config(tmp_path):
+    """The paper config's dry run says which model each table, figure, sweep and case study uses: the 1.5B
+    model for Tables 3, 4 and Figure 6; Fast-dLLM v2 7B against Qwen2.5-7B-Instruct for Figures 1a, 1b and 5
+    (Figure 5 at threshold 0.9 with the sub-block cache on); Table 2's rows trained here by the same budget;
+    the paper's four case-study dialogues; each benchmark's own generation length."""
     r = smk("paper_figures", "-n", "--nolock", "--cores", "2", "--configfile", "config/paper.yaml", "--config",
             f"results_dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     assert "gpu_batch" in out and "fig_gpu_batch_throughput" in out
+    jobs = _job_messages(out)
+    ablation = "fastdllm_v2_1.5b (roles.ablation_bd)"
+    bd7, ar7 = "fastdllm_v2_7b (roles.speed_bd)", "qwen2.5_7b (roles.speed_ar)"
+    for key in ("Table 3 (sub-block size)", "Table 4 (inference block size)",
+                "Figure 6a (accuracy vs sub-block size)", "Figure 6b (throughput vs sub-block size)"):
+        assert jobs[key].endswith(f"model {ablation}") or jobs[key].endswith(f"models {ablation}"), (key, jobs[key])
+    for key in ("Figure 1a (throughput vs accuracy; speed-up)", "Figure 1b (throughput by batch size)",
+                "Figure 5 (AR vs diffusion by batch size, GPU)"):
+        assert f"models {bd7}, {ar7}" in jobs[key], (key, jobs[key])
+    assert jobs["Figure 5 (AR vs diffusion by batch size, GPU)"].endswith(
+        "diffusion at threshold 0.9, block 32, sub-block 8, sub-block cache on")
+    gpu = jobs["throughput sweep gpu_batch"]
+    assert "fastdllm_v2_1.5b" not in gpu and "qwen2.5_1.5b" not in gpu
+    assert "qwen2.5_7b (ar) batch 1,4,16,32,64; fastdllm_v2_7b (bd) batch 1,4,16,32,64 at threshold 0.9, block 32, " \
+           "sub-block 8, sub-block cache on" in gpu
+    assert "fastdllm_v2_1.5b (bd) batch 1,32 at" in jobs["throughput sweep subblock"]
+    assert "1.5b" not in jobs["throughput sweep threshold"].split(":", 1)[1]
+    t2 = jobs["Table 2 (training recipe ablation)"]
+    assert "bd_pad_cm_1.5b (trained here)" in t2 and "share init, code and optimiser budget" in t2
+    # the case studies: the paper's four dialogues (Tables 5, 6), later turns following the model's own answers
+    from analysis import paper_cases
+
+    single, multi = jobs["case study single_turn"], jobs["case study multi_turn"]
+    assert "fastdllm_v2_7b (roles.main_bd); 2 conversation(s):" in single
+    assert "2 conversation(s) (each later user turn follows the model's own previous answers):" in multi
+    for prompt in paper_cases.conversations("single_turn"):
+        assert f'"{prompt}"' in single
+    for i, turns in enumerate(paper_cases.conversations("multi_turn"), 1):
+        assert f"[{i}] " + " / ".join(f'"{u}"' for u in turns) in multi
+    assert [len(t) for t in paper_cases.conversations("multi_turn")] == [3, 2]
+    evals = {k: v for k, v in jobs.items() if k.startswith("accuracy ")}
+    assert len(evals) >= 8 and all("generation length: each benchmark's own" in v for v in evals.values())
 
 
 def test_lint_is_clean():

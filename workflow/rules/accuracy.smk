@@ -19,8 +19,11 @@ rule evaluate:
         batch_size=config["eval"]["batch_size"],
         limit=config["eval"].get("limit"),
         cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
+        summary=lambda wc: dc.eval_summary(config, EVAL_JOBS[wc.job]),
     log:
         f"{LOGS}/accuracy/{{job}}.log",
+    message:
+        "accuracy {wildcards.job} -> {output}: {params.summary}"
     threads: 1
     priority: lambda wc: dc.eval_priority(config, wc.job)
     conda:

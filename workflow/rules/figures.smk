@@ -81,7 +81,7 @@ rule fig_gpu_batch_throughput:
     log:
         f"{LOGS}/figures/fig_gpu_batch_throughput.log",
     message:
-        f"Figure 5 (AR vs diffusion by batch size, GPU) -> {{output.png}}: models {dc.role_summary(config, 'speed_bd', 'speed_ar')}"
+        f"Figure 5 (AR vs diffusion by batch size, GPU) -> {{output.png}}: models {dc.role_summary(config, 'speed_bd', 'speed_ar')}; diffusion at {dc.decode_summary([dc.gpu_batch_decode(config)])}"
     threads: 1
     conda:
         "../../environment.yml"

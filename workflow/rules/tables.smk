@@ -12,6 +12,8 @@ rule table1_main:
         name="table1_main",
     log:
         f"{LOGS}/tables/table1_main.log",
+    message:
+        f"Table 1 (main results) -> {{output.md}}: models {dc.table_rows_summary(config, 'table1')}"
     threads: 1
     conda:
         "../../environment.yml"
@@ -33,6 +35,8 @@ rule table2_recipe_ablation:
         name="table2_recipe_ablation",
     log:
         f"{LOGS}/tables/table2_recipe_ablation.log",
+    message:
+        f"Table 2 (training recipe ablation) -> {{output.md}}: models {dc.table_rows_summary(config, 'table2')}"
     threads: 1
     conda:
         "../../environment.yml"
