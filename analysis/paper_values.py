@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MISSING_TEXT = "n/a (paper value not available offline)"
+MISSING_TEXT = "the paper's table has no such row or column (no paper value to show)"
 NOT_GIVEN_TEXT = "- (not given in the paper)"
 
 PAPER = "the paper (arXiv 2509.26328)"

@@ -189,8 +189,7 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
             if r is not None and p is not None and comparable:
                 dif_cells.append(fmt_diff(r - p.value))
             elif r is not None and p is not None and "average_of" in c and partial:
-                dif_cells.append(t.na(f"a partial average ({len(have)} of {n_paper} columns) is not compared "
-                                      f"with the paper's {n_paper}-column Avg."))
+                dif_cells.append(t.na(why))  # the note of the partial average itself: not differenced
             elif r is not None and p is not None:
                 dif_cells.append(t.na(f"reproduced on a stand-in task at scale '{scale}', not the paper's benchmark: "
                                       "the difference would not be meaningful"))
@@ -198,7 +197,7 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
                 dif_cells.append(NA)
         paper_label = (f"paper: {pv.label_of(paper_table, g['paper_row'])}" if g.get("paper_row")
                        else "paper (no matching row)")
-        t.rows.append([g["label"], f"reproduced ({scale})"] + rep_cells)
+        t.rows.append([g["label"], f"reproduced ({scale} scale)"] + rep_cells)
         t.rows.append(["", paper_label] + pap_cells)
         t.rows.append(["", "difference"] + dif_cells)
     for a, b in contrasts:

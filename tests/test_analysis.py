@@ -58,7 +58,7 @@ def test_comparison_table_reproduced_paper_difference():
                            groups=[{"label": "ours", "model": "m_bd", "paper_row": "Fast-dLLM v2 (7B)", "decode": dec}],
                            columns=cols, acc=_acc())
     rep, pap, dif = t.rows
-    assert rep[:4] == ["ours", "reproduced (tiny)", "40.0", "40.0"]
+    assert rep[:4] == ["ours", "reproduced (tiny scale)", "40.0", "40.0"]
     assert pap[2].startswith("83.7") and pap[3].startswith("63.4")
     assert dif[2] == "-43.7"  # comparable column: reproduced - paper
     assert dif[3].startswith("n/a")  # stand-in task: no difference
@@ -67,7 +67,7 @@ def test_comparison_table_reproduced_paper_difference():
     assert rep[6].startswith("40.0 partial (2 of 4) (")  # mean of the 2 filled columns, flagged
     assert dif[6].startswith("n/a")  # never differenced against the paper's average
     md, tex = T.render_markdown(t), T.render_latex(t)
-    assert "Scale: **tiny**" in md and "| ours | reproduced (tiny) | 40.0 |" in md
+    assert "Scale: **tiny**" in md and "| ours | reproduced (tiny scale) | 40.0 |" in md
     assert r"\begin{tabular}" in tex and "n/a" in tex and "%" not in tex.split("\n", 1)[1].replace(r"\%", "")
 
 
@@ -227,7 +227,8 @@ def test_speed_figures_take_their_numbers_from_their_own_sweep():
     ratio, rng = F.speedup_pair(thr, "bd", "ar", dec, batch=1, sweep="batch")
     assert ratio == pytest.approx(100.0 / 80.0)  # not 500 / 80 from the sub-block sweep's later row
     assert rng == pytest.approx((100 / 1.1 / (80 / 0.8), 100 / 0.9 / (80 / 1.25)))
-    assert F._tps(thr, "bd", "bd", 1, dec, "subblock") == 500.0 and F._tps(thr, "bd", "bd", 1, dec, "threshold") == 300.0
+    assert F._tps(thr, "bd", "bd", 1, dec, "subblock") == 500.0
+    assert F._tps(thr, "bd", "bd", 1, dec, "threshold") == 300.0
     assert F._tps(thr, "bd", "bd", 1, dec, "gpu_batch") is None
     no_sweep = thr.drop(columns=["sweep"])  # a CSV written outside the DAG: every row counts
     assert F._tps(no_sweep, "bd", "bd", 1, dec, "batch") == 500.0
