@@ -572,6 +572,13 @@ def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fa
     One difference, a fix: EvalPlus' ``find_zero`` (HumanEval/32) branch checks ``|poly(xs, x)| <= atol`` and then
     skips recording the input as passed, so no program can pass HumanEval/32; here the pass is recorded.
     """
+    # HumanEval/32, the cause of 163/164 for the canonical solutions: in EvalPlus 0.3.1's unsafe_execute the
+    # find_zero oracle is `assert abs(_poly(*inp, out)) <= atol; continue`.  The `continue` jumps over
+    # `details[i] = True; progress.value += 1` at the end of the loop body, so after a fully correct run
+    # progress stays 0, untrusted_check keeps details[:0] == [] and turns `stat == PASS` into FAIL because
+    # `len(details) != len(inputs)`.  The oracle itself is right (the canonical solution meets |poly(x)| <= 1e-4 on
+    # all 100 base inputs): only the bookkeeping was skipped.  Below, record(i, True) precedes the `continue`;
+    # tests/test_humaneval_canonical.py scores all 164 canonical solutions (164/164) and a wrong one (0/164).
     import numpy as np
     from evalplus.eval import is_floats
     from evalplus.eval._special_oracle import (MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS,
@@ -610,7 +617,7 @@ def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fa
                         exact_match = out == exp if isinstance(out, bool) else exp == (out is not None)
                 if dataset == "humaneval" and "find_zero" == entry_point:
                     assert abs(_poly(*inp, out)) <= atol
-                    record(i, True)
+                    record(i, True)  # EvalPlus 0.3.1 forgets this before its `continue` (see above)
                     continue
                 if atol == 0 and is_floats(exp):
                     atol = 1e-6
