@@ -116,10 +116,15 @@ class FastDLLMv2(LM):
                  **unknown):
         super().__init__()
         if unknown:
-            raise ValueError(f"unknown fast_dllm_v2 model_args {sorted(unknown)}; valid keys: pretrained, mode, "
-                             "block_size, sub_block_size, threshold, use_sub_block_cache, max_new_tokens, "
-                             "temperature, top_p, seed, batch_size, device, dtype, attn_implementation, ar_baseline, "
-                             "loglikelihood_method, max_length, truncate_prompts")
+            import difflib
+            import inspect
+
+            valid = [k for k in inspect.signature(FastDLLMv2.__init__).parameters
+                     if k not in ("self", "model", "unknown")]
+            key = sorted(unknown)[0]
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+            raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}"
+                             + (f"; did you mean {close[0]!r}?" if close else "") + f" (valid keys: {', '.join(valid)})")
         if mode not in ("bd", "ar"):
             raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
         if loglikelihood_method not in LL_METHODS:
