@@ -327,3 +327,45 @@ def test_killing_the_scorer_kills_its_sandboxes(tmp_path):
     while _leftover_processes(marker) and time.time() < deadline:
         time.sleep(0.1)
     assert _leftover_processes(marker) == []
+
+
+# the EvalPlus worker with a sandbox whose setup fails in the given modes (as with a security module that lets a
+# process create a user namespace but not use it): the modes are read in the sandbox's outer process
+_BROKEN_WORKER = """
+import errno, os, struct, sys
+from fastdllm_core.evaluation import evalplus_worker, sandbox
+broken, real = sys.argv[1].split(","), sandbox._child_a
+def child_a(shm, workdir, target, memory_bytes, cpu_s, mode, private_id):
+    if mode in broken:
+        struct.pack_into("i", shm, 24, errno.EPERM)
+        os._exit(70)
+    real(shm, workdir, target, memory_bytes, cpu_s, mode, private_id)
+sandbox._child_a = child_a
+sys.exit(evalplus_worker.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("broken,expect_mode", [("auto", "mountns"), ("auto,mountns", "weak"),
+                                                ("auto,mountns,weak", None)])
+def test_a_sandbox_that_cannot_be_set_up_falls_back_loudly(tmp_path, broken, expect_mode):
+    """Before: every check ended without a verdict and every solution, right or wrong, was scored ``timeout``."""
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "Sandbox/0", "solution": GOOD}) + "\n"
+                       + json.dumps({"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x\n"}) + "\n")
+    env = {**os.environ, "HUMANEVAL_OVERRIDE_PATH": str(_dataset(tmp_path)), "FASTDLLM_SANDBOX": "auto",
+           "FASTDLLM_SANDBOX_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", _BROKEN_WORKER, broken, "score", "--dataset", "humaneval",
+                        "--samples", str(samples), "--out", str(tmp_path / "res.json"), "--min-time-limit", "0.3"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    if expect_mode is None:
+        assert r.returncode == 2 and "cannot be set up on this machine: auto (setup error: Operation not permitted)" \
+            in r.stderr, r.stderr
+        assert not (tmp_path / "res.json").exists()
+        return
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "res.json").read_text())
+    assert [x["base_status"] for x in doc["results"]] == ["pass", "fail"]
+    assert [x["plus_status"] for x in doc["results"]] == ["pass", "fail"]
+    assert doc["sandbox"]["mode"] == expect_mode and doc["sandbox"]["setup_failures"] == 0
+    assert doc["sandbox"]["fallback_from"].startswith("auto (setup error: Operation not permitted)")
+    assert f"WARNING: weaker sandbox than the full set (mode {expect_mode}, after auto" in r.stderr

@@ -30,7 +30,8 @@ process that the operating system contains, with no root needed (README, "Sandbo
 
 A mechanism the kernel refuses is skipped and reported: :func:`probe` (``python -m
 fastdllm_core.evaluation.sandbox``) says what is in force, and the EvalPlus worker logs it (a warning when weaker
-than the full set).  ``FASTDLLM_SANDBOX=mountns`` skips Landlock (the read-only mount namespace alone) and
+than the full set); a mode that cannot be set up at all falls back to the next weaker one
+(:func:`probe_with_fallback`, logged).  ``FASTDLLM_SANDBOX=mountns`` skips Landlock (the read-only mount namespace alone) and
 ``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private uid, working
 directory and EvalPlus' guard only): the fallbacks, for tests.
 
@@ -563,6 +564,28 @@ def probe() -> dict:
     return {"flags": flags, "description": describe(flags, r["landlock_abi"]), "full": is_full(flags),
             "mode": _mode(), "landlock_abi": r["landlock_abi"], "ok": r["stat"] == _SUCCESS,
             "setup_error": r["setup_error"]}
+
+
+MODES = ("auto", "mountns", "weak")  # strongest first
+
+
+def probe_with_fallback() -> dict:
+    """:func:`probe` in the mode asked for (``$FASTDLLM_SANDBOX``); when a sandbox cannot even be set up there (a
+    kernel or security module that allows a namespace but not its use, say), the next weaker mode that works is
+    put into ``$FASTDLLM_SANDBOX`` for this process and its children, and ``fallback_from`` says what failed.
+    Without this every check would end without a verdict and every solution would be scored as a timeout.
+    Raises RuntimeError when no mode works."""
+    first = probe()
+    if first["ok"]:
+        return {**first, "fallback_from": None}
+    failed = [f"{first['mode']} (setup error: {os.strerror(first['setup_error']) if first['setup_error'] else '?'})"]
+    for m in MODES[MODES.index(first["mode"]) + 1:]:
+        os.environ["FASTDLLM_SANDBOX"] = m
+        r = probe()
+        if r["ok"]:
+            return {**r, "fallback_from": "; ".join(failed)}
+        failed.append(f"{m} (setup error: {os.strerror(r['setup_error']) if r['setup_error'] else '?'})")
+    raise RuntimeError(f"the sandbox for model-written code cannot be set up on this machine: {'; '.join(failed)}")
 
 
 # ------------------------------------------------------------------------------------------------ EvalPlus check
