@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import fcntl
 import gzip
 import hashlib
 import json
+import os
 import random
 import sys
 
@@ -82,7 +84,15 @@ def _score(args) -> int:
     subset = {t: problems[t] for t in ids}
     # ground truth is cached by EvalPlus under this hash: include the subset so a --limit run never collides
     key = get_hash() + "-" + hashlib.md5("\n".join(ids).encode()).hexdigest()[:12]
-    expected = get_groundtruth(subset, key, not_none)
+    # EvalPlus writes its cache file in place (open "wb", then pickle) and loads it whenever it exists: a second
+    # scoring starting meanwhile (the DAG's parallel evaluation jobs) would load a truncated file. One at a time
+    # per key: the others wait here and then load the complete file.
+    from evalplus.evaluate import CACHE_DIR
+
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    with open(os.path.join(CACHE_DIR, f"{key}.fastdllm.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        expected = get_groundtruth(subset, key, not_none)
     try:
         probe = sandbox.probe_with_fallback()  # a mode that cannot be set up falls back to a weaker one, logged
     except RuntimeError as exc:
