@@ -123,8 +123,8 @@ class FastDLLMv2(LM):
                      if k not in ("self", "model", "unknown")]
             key = sorted(unknown)[0]
             close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
-            raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}"
-                             + (f"; did you mean {close[0]!r}?" if close else "") + f" (valid keys: {', '.join(valid)})")
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}{hint} (valid keys: {', '.join(valid)})")
         if mode not in ("bd", "ar"):
             raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
         if loglikelihood_method not in LL_METHODS:

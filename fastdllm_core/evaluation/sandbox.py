@@ -31,9 +31,9 @@ process that the operating system contains, with no root needed (README, "Sandbo
 A mechanism the kernel refuses is skipped and reported: :func:`probe` (``python -m
 fastdllm_core.evaluation.sandbox``) says what is in force, and the EvalPlus worker logs it (a warning when weaker
 than the full set); a mode that cannot be set up at all falls back to the next weaker one
-(:func:`probe_with_fallback`, logged).  ``FASTDLLM_SANDBOX=mountns`` skips Landlock (the read-only mount namespace alone) and
-``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private uid, working
-directory and EvalPlus' guard only): the fallbacks, for tests.
+(:func:`probe_with_fallback`, logged).  ``FASTDLLM_SANDBOX=mountns`` skips Landlock (the read-only mount
+namespace alone) and ``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private
+uid, working directory and EvalPlus' guard only): the fallbacks, for tests.
 
 What it does not do: restrict reading, or protect the verdict.  The solution runs in the process that runs
 EvalPlus' comparison (as in EvalPlus), so a solution written to cheat the checker (an object equal to
