@@ -455,7 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     from .configkeys import UnknownKey, paper_budget_warning
 
     try:
-        resolve_config(cfg)  # unknown keys and bad values fail here, before anything is printed or built
+        files = resolve_config(cfg)["data"]["train_files"]  # unknown keys and bad values fail here
+        # and bad data (file, line, field) in one line, before anything is printed or built (train() reads it again)
+        if sum(len(data_mod.read_jsonl(f)) for f in files) == 0:
+            raise ValueError(f"the training dataset is empty: no rows in data.train_files {files}")
     except (UnknownKey, ValueError, FileNotFoundError) as exc:
         print(f"fastdllm train: error: {exc}", file=sys.stderr)
         return 2

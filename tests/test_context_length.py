@@ -97,6 +97,32 @@ def test_lm_eval_model_refuses_and_counts_truncation(small):
         m.loglikelihood([Req("q" * 120, " a")], disable_tqdm=True)
 
 
+def test_lm_eval_requests_are_all_checked_before_any_model_work(small, monkeypatch):
+    """A request that does not fit is refused before the first generation / forward pass, even when it comes
+    after others (another generation-kwargs group, a later loglikelihood request), naming its task and doc."""
+    from lm_eval.api.instance import Instance
+
+    import fastdllm_core.evaluation.lm_model as lm_model
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+
+    _, lm = small
+    monkeypatch.setattr(lm_model, "bd_generate", lambda *a, **k: pytest.fail("generated before refusing"))
+    m = FastDLLMv2(model=lm, block_size=8, sub_block_size=8, max_new_tokens=8, batch_size=2)
+    monkeypatch.setattr(m, "_bd_logprobs_at_mask", lambda *a, **k: pytest.fail("forward pass before refusing"))
+
+    def inst(kind, args, doc_id):
+        return Instance(request_type=kind, doc={}, arguments=args, idx=0, metadata=("synth_x", doc_id, 1))
+
+    reqs = [inst("generate_until", ("short", {"until": ["\n"]}), 0),
+            inst("generate_until", ("y" * 120, {"until": ["\n"], "temperature": 0}), 7)]  # a second group
+    with pytest.raises(ContextError, match=r"request 1 \(synth_x doc 7\) is \d+ tokens, longer than the model's "
+                                           r"context of 96"):
+        m.generate_until(reqs, disable_tqdm=True)
+    reqs = [inst("loglikelihood", ("q", " a"), 0), inst("loglikelihood", ("q" * 120, " a"), 3)]
+    with pytest.raises(ContextError, match=r"request 1 \(synth_x doc 3\): context \d+ tokens \+ continuation"):
+        m.loglikelihood(reqs, disable_tqdm=True)
+
+
 def test_run_task_refuses_and_records_truncation(small, tmp_path):
     from fastdllm_core.decoding import DecodeConfig
     from fastdllm_core.evaluation import codeeval, run_task, synthetic

@@ -144,3 +144,56 @@ def test_empty_training_file_names_the_files(tmp_path):
            "optim": {"max_steps": 1, "batch_size": 2, "micro_batch_size": 2}}
     with pytest.raises(ValueError, match=f"training dataset is empty.*{f}"):
         train(cfg, tmp_path / "run", progress=False)
+
+
+def _train_cfg(f):
+    return {"data": {"train_files": [str(f)], "seq_len": 64}, "objective": {"block_size": 16},
+            "optim": {"max_steps": 1, "batch_size": 2, "micro_batch_size": 2}}
+
+
+@pytest.mark.parametrize("lines,pattern", [
+    (['{"prompt": "1+1=?", "response": "2"}', '{"prompt": "a", "response": 7}'],
+     r"sft\.jsonl:2: field 'response' must be a string, got int"),
+    (['{"prompt": "1+1=?", "response": "2"', ''], r"sft\.jsonl:1: not valid JSON"),
+    ([], r"the training dataset is empty: no rows in data\.train_files \['.*sft\.jsonl'\]"),
+])
+def test_cli_train_names_bad_data_in_one_line(tmp_path, capsys, lines, pattern):
+    """``fastdllm train``: one line naming file, line and field, exit code 2, no traceback, no run directory."""
+    import re
+
+    import yaml
+
+    from fastdllm_core import train
+
+    f = _write(tmp_path / "sft.jsonl", lines)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(_train_cfg(f)))
+    assert train.main(["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fastdllm train: error: ") and len(err.strip().splitlines()) == 1, err
+    assert re.search(pattern, err) and str(f) in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_dag_training_job_names_bad_data_before_writing_its_run_dir(tmp_path, monkeypatch):
+    """The DAG's training script (several training processes of their own otherwise) checks the data first."""
+    import runpy
+    import sys
+    from types import SimpleNamespace
+
+    import fastdllm_core.train as train
+
+    monkeypatch.setattr(train, "train_processes", lambda *a, **k: pytest.fail("training processes started"))
+    f = _write(tmp_path / "sft.jsonl", ['{"prompt": "1+1=?", "response": "2"}', '{"messages": "hi"}'])
+    scripts = Path(__file__).resolve().parent.parent / "workflow" / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    cfg = _train_cfg(f)
+    cfg["train"] = {"device": "cpu"}
+    run_dir = tmp_path / "models" / "m" / "run"
+    sm = SimpleNamespace(params=SimpleNamespace(cfg=cfg, run_dir=str(run_dir), recipe="bd_pad"),
+                         wildcards=SimpleNamespace(model="m"), config={"gpu": False, "device": "cpu"}, threads=2,
+                         output=SimpleNamespace(metrics=str(tmp_path / "metrics.csv")), log=[], rule="train_model",
+                         scriptdir=str(scripts))
+    with pytest.raises(ValueError, match=rf"{f}:2: field 'messages'"):
+        runpy.run_path(str(scripts / "train_model.py"), init_globals={"snakemake": sm})
+    assert not run_dir.exists() and not (tmp_path / "models").exists()
+    assert "dagconfig" in sys.modules  # the script really ran up to its data check

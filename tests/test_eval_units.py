@@ -179,7 +179,7 @@ def test_generate_until_stop_strings_and_bad_args(tiny_loaded):
     assert all(stop not in o for o in out)
     chat = lm.apply_chat_template([{"role": "user", "content": "hi"}])
     assert chat.endswith("<|im_start|>assistant\n")
-    with pytest.raises(ValueError, match="unknown fast_dllm_v2 model_args"):
+    with pytest.raises(ValueError, match=r"unknown fast_dllm_v2 model_args key 'thresh'; did you mean 'threshold'\?"):
         FastDLLMv2(model=tiny_loaded, thresh=0.5)
     with pytest.raises(ValueError, match="sub_block_size"):
         FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=3)

@@ -137,3 +137,37 @@ def test_data_check_writes_nothing(tmp_path):
     out, _, _ = codeeval.resolve_dataset("humaneval", str(src), tmp_path / "w")
     assert out.parent == tmp_path / "w" and time.time() - t0 < 60
     assert [x.name for x in (tmp_path / "w").iterdir()] == ["humaneval_base_only.jsonl"]
+
+
+def test_scorings_wait_for_a_ground_truth_cache_being_written(tmp_path, monkeypatch):
+    """EvalPlus writes its ground-truth cache in place and loads it whenever it exists: a scoring that starts
+    while another is writing it must wait for the complete file (before: it loaded a truncated pickle and died)."""
+    import fcntl
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=10, n_adapt=0, n_eval=4)
+    ds = Path(suite["synth_code_test"])
+    good = [{"task_id": r["task_id"], "solution": r["prompt"] + r["canonical_solution"]}
+            for r in codeeval.read_jsonl(ds)]
+    codeeval.score(ds, "synth_code", good, tmp_path / "w1", base_only=False, min_time_limit=0.5)  # fills the cache
+    [pkl] = list((tmp_path / "cache" / "evalplus").glob("*.pkl"))
+    whole = pkl.read_bytes()
+    results, errors = [], []
+    with open(pkl.with_name(pkl.stem + ".fastdllm.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a scoring that is writing the cache holds it
+        pkl.write_bytes(whole[: len(whole) // 2])
+
+        def go():
+            try:
+                results.append(codeeval.score(ds, "synth_code", good, tmp_path / "w2", base_only=False,
+                                              min_time_limit=0.5))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        t = threading.Thread(target=go)
+        t.start()
+        t.join(8)
+        assert t.is_alive() and not errors, f"the second scoring did not wait for the cache: {errors}"
+        pkl.write_bytes(whole)
+    t.join(120)
+    assert not errors and [r["base_pass"] and r["plus_pass"] for r in results[0]] == [True] * len(good)

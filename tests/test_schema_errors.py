@@ -42,6 +42,12 @@ def _set(cfg, dotted, value):
     ("training.optim.max_steps", "many", ["config field training.optim.max_steps:", 'bad value "many"',
                                           "type integer"]),
     ("figures.subblock.caches", [], ["config field figures.subblock.caches:", "at least 1 item"]),
+    # misspelled keys that were silently ignored before (the default tasks' data, then, came from elsewhere)
+    ("data.eval_paths", {"gsm8kk": "/data/gsm8k.jsonl"}, ["config field data.eval_paths.gsm8kk: unknown key",
+                                                          "did you mean 'data.eval_paths.gsm8k'?"]),
+    ("tables.table2.colums", ["gsm8k"], ["config field tables.table2.colums: unknown key",
+                                         "did you mean 'tables.table2.columns'?"]),
+    ("tables.table1.lable", "x", ["config field tables.table1.lable: unknown key", "allowed under tables.table1"]),
 ])
 def test_schema_error_is_one_short_line(config, field, value, expect):
     cfg = copy.deepcopy(config)
@@ -76,3 +82,12 @@ def test_snakemake_prints_a_few_lines(tmp_path):
     assert r.returncode != 0
     assert len(out) <= 12, "\n".join(out)
     assert any("config field trainig: unknown key; did you mean 'training'?" in line for line in out), out
+
+
+def test_eval_paths_accept_exactly_the_tasks():
+    from fastdllm_core.evaluation import TASKS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    names = schema["properties"]["data"]["properties"]["eval_paths"]["propertyNames"]["enum"]
+    assert sorted(names) == sorted(TASKS)
+    assert sorted(schema["definitions"]["column"]["properties"]["task"]["enum"]) == sorted(TASKS)

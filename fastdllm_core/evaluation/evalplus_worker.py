@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import fcntl
 import gzip
 import hashlib
 import json
+import os
 import random
 import sys
 
@@ -41,7 +43,7 @@ def _check(job) -> dict:
     from fastdllm_core.evaluation.sandbox import untrusted_check
 
     dataset, problem, solution, expected, base_only, min_time_limit, gt_factor = job
-    out = {}
+    out = {"setup_failures": 0}
     flags = -1
     for split in ("base",) if base_only else ("base", "plus"):
         stat, details, rep = untrusted_check(dataset, solution, problem[f"{split}_input"], problem["entry_point"],
@@ -50,6 +52,7 @@ def _check(job) -> dict:
                                              gt_time_limit_factor=gt_factor)
         out[split] = stat
         flags &= rep["flags"]
+        out["setup_failures"] += bool(rep["setup_error"])  # no verdict: the sandbox, not the solution, failed
     out["flags"] = flags
     return out
 
@@ -81,13 +84,25 @@ def _score(args) -> int:
     subset = {t: problems[t] for t in ids}
     # ground truth is cached by EvalPlus under this hash: include the subset so a --limit run never collides
     key = get_hash() + "-" + hashlib.md5("\n".join(ids).encode()).hexdigest()[:12]
-    expected = get_groundtruth(subset, key, not_none)
-    probe = sandbox.probe()
+    # EvalPlus writes its cache file in place (open "wb", then pickle) and loads it whenever it exists: a second
+    # scoring starting meanwhile (the DAG's parallel evaluation jobs) would load a truncated file. One at a time
+    # per key: the others wait here and then load the complete file.
+    from evalplus.evaluate import CACHE_DIR
+
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    with open(os.path.join(CACHE_DIR, f"{key}.fastdllm.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        expected = get_groundtruth(subset, key, not_none)
+    try:
+        probe = sandbox.probe_with_fallback()  # a mode that cannot be set up falls back to a weaker one, logged
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"sandbox for model-written code: {probe['description']}", file=sys.stderr)
-    if not probe["ok"] or not probe["full"]:
-        print(f"WARNING: weaker sandbox than the full set ({'setup failed, ' if not probe['ok'] else ''}"
-              f"mode {probe['mode']}): {probe['description']}; see README 'Sandbox for model-written code'",
-              file=sys.stderr)
+    if probe["fallback_from"] or not probe["full"]:
+        print(f"WARNING: weaker sandbox than the full set (mode {probe['mode']}"
+              f"{', after ' + probe['fallback_from'] + ' failed' if probe['fallback_from'] else ''}): "
+              f"{probe['description']}; see README 'Sandbox for model-written code'", file=sys.stderr)
     jobs = [(args.dataset, subset[s["task_id"]], s["solution"], expected[s["task_id"]], args.base_only,
              args.min_time_limit, args.gt_time_limit_factor) for s in samples]
     if args.parallel > 1:
@@ -106,8 +121,13 @@ def _score(args) -> int:
     used = sandbox.describe(flags if results else probe["flags"], probe["landlock_abi"])
     if results and flags != probe["flags"]:
         print(f"WARNING: some solutions ran with less than the probed sandbox: {used}", file=sys.stderr)
+    setup_failures = sum(r["setup_failures"] for r in results)
+    if setup_failures:
+        print(f"WARNING: {setup_failures} check(s) could not set up their sandbox and were scored as not passing",
+              file=sys.stderr)
     sandbox_info = {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
-                    "mode": probe["mode"], "landlock_abi": probe["landlock_abi"]}
+                    "mode": probe["mode"], "landlock_abi": probe["landlock_abi"],
+                    "fallback_from": probe["fallback_from"], "setup_failures": setup_failures}
     with open(args.out, "w") as fh:
         json.dump({"dataset": args.dataset, "base_only": args.base_only, "sandbox": sandbox_info, "results": out},
                   fh)

@@ -101,6 +101,12 @@ def _merge_cli_config(args: dict, extra: dict | None) -> None:
         args[k] = v
 
 
+def _request_name(i: int, req) -> str:
+    """``request <i>`` plus, for lm-eval's Instance, its task and document (where to find the prompt)."""
+    task, doc = getattr(req, "task_name", None), getattr(req, "doc_id", None)
+    return f"request {i}" + (f" ({task} doc {doc})" if task is not None and doc is not None else "")
+
+
 @register_model(MODEL_NAME)
 class FastDLLMv2(LM):
     def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
@@ -110,10 +116,15 @@ class FastDLLMv2(LM):
                  **unknown):
         super().__init__()
         if unknown:
-            raise ValueError(f"unknown fast_dllm_v2 model_args {sorted(unknown)}; valid keys: pretrained, mode, "
-                             "block_size, sub_block_size, threshold, use_sub_block_cache, max_new_tokens, "
-                             "temperature, top_p, seed, batch_size, device, dtype, attn_implementation, ar_baseline, "
-                             "loglikelihood_method, max_length, truncate_prompts")
+            import difflib
+            import inspect
+
+            valid = [k for k in inspect.signature(FastDLLMv2.__init__).parameters
+                     if k not in ("self", "model", "unknown")]
+            key = sorted(unknown)[0]
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}{hint} (valid keys: {', '.join(valid)})")
         if mode not in ("bd", "ar"):
             raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
         if loglikelihood_method not in LL_METHODS:
@@ -243,17 +254,24 @@ class FastDLLMv2(LM):
             _, kw = req.args
             groups.setdefault(repr(sorted((kw or {}).items(), key=lambda kv: kv[0])), []).append(i)
         results: list[str | None] = [None] * len(requests)
+        plan = []
         for key, idx in groups.items():
             kw = dict(requests[idx[0]].args[1] or {})
             until = kw.get("until") or []
             if isinstance(until, str):
                 until = [until]
             asked = request_max_gen_toks(kw)
+            n_new = (asked or LM_EVAL_DEFAULT_MAX_GEN_TOKS) if self.task_lengths else None
+            names = [_request_name(i, requests[i]) for i in idx]
+            if not self.truncate_prompts:  # every group is checked before the first one is generated
+                fit_context([self.tok_encode(requests[i].args[0]) for i in idx],
+                            self.decode.max_new_tokens if n_new is None else n_new, self.context_length, names=names)
+            plan.append((idx, until, asked, n_new, names))
+        for idx, until, asked, n_new, names in plan:
             if asked is not None:
                 self.requested_max_gen_toks.add(asked)
-            n_new = (asked or LM_EVAL_DEFAULT_MAX_GEN_TOKS) if self.task_lengths else None
             texts = self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm,
-                                        max_new_tokens=n_new, names=[f"request {i}" for i in idx])
+                                        max_new_tokens=n_new, names=names)
             for i, text in zip(idx, texts):
                 for u in until:
                     if u and u in text:
@@ -309,11 +327,13 @@ class FastDLLMv2(LM):
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         mask = self.lm.mask_token_id
         res = []
-        for i, req in enumerate(tqdm(requests, disable=disable_tqdm,
-                                     desc=f"loglikelihood ({self.mode}, {self.ll_method})")):
-            context, continuation = req.args
-            ctx, cont = self._pair(context, continuation)
-            ctx = self._fit_loglikelihood(i, ctx, cont)
+        # every request is tokenised and fitted to the context before the first forward pass
+        pairs = []
+        for i, req in enumerate(requests):
+            ctx, cont = self._pair(*req.args)
+            pairs.append((self._fit_loglikelihood(i, ctx, cont, _request_name(i, req)), cont))
+        for req, (ctx, cont) in zip(tqdm(requests, disable=disable_tqdm,
+                                         desc=f"loglikelihood ({self.mode}, {self.ll_method})"), pairs):
             if self.mode == "ar":
                 score, greedy = self._ar_loglik(ctx, cont)
             else:
@@ -326,14 +346,14 @@ class FastDLLMv2(LM):
             self.cache_hook.add_partial("loglikelihood", req.args, (score, greedy))
         return res
 
-    def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int]) -> list[int]:
+    def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int], name: str | None = None) -> list[int]:
         """The context of request ``i`` such that context + continuation (+ the [MASK]) fits the context length."""
         limit = self.context_length
         need = len(cont) + (0 if self.mode == "ar" else 1)
         if limit is None or len(ctx) + need <= limit:
             return ctx
         if not self.truncate_prompts or need >= limit:
-            raise ContextError(f"request {i}: context {len(ctx)} tokens + continuation {len(cont)} tokens"
+            raise ContextError(f"{name or f'request {i}'}: context {len(ctx)} tokens + continuation {len(cont)} tokens"
                                f"{'' if self.mode == 'ar' else ' + 1 [MASK]'} = {len(ctx) + need}, more than the "
                                f"model's context of {limit} tokens; shorten it or ask for left truncation "
                                "(truncate_prompts=left)")

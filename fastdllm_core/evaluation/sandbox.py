@@ -17,17 +17,28 @@ process that the operating system contains, with no root needed (README, "Sandbo
 * an empty private working directory (also ``TMPDIR``; made under ``$FASTDLLM_SANDBOX_DIR`` when set), removed
   afterwards; the scorer's file descriptors are closed, stdin/stdout/stderr are ``/dev/null``;
 * no write access outside that directory: Landlock (``landlock_create_ruleset``, ABI >= 1) where the kernel has
-  it, else a mount namespace in which every mount is read-only except the working directory; Landlock ABI >= 4
-  also denies TCP bind/connect, ABI >= 6 signals to processes outside the sandbox; no new privileges;
+  it, and a mount namespace in which every mount is read-only except the working directory (both where the
+  kernel allows both; either alone is still a fence for file contents and names); Landlock ABI >= 4 also denies
+  TCP bind/connect, ABI >= 6 signals to processes outside the sandbox; no new privileges;
 * seccomp: creating a process (fork/vfork/clone without ``CLONE_THREAD``), executing a program or
   ``open_by_handle_at`` kills the solution (scored ``fail``): a HumanEval/MBPP solution never needs them;
-  threads stay allowed.
+  threads stay allowed.  ``socket()`` (any family: pathname UNIX sockets outside the directory are reachable
+  through every namespace and through Landlock), ``io_uring_setup``, metadata changes (chmod, chown, utimes,
+  extended attributes, ``file_setattr``; Landlock does not cover them), the keyrings and the ioctl requests
+  TIOCSTI, TIOCLINUX, FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR fail with EPERM (EvalPlus' guard already takes
+  ``os.chmod`` and friends away from solutions; ``socketpair()`` stays allowed).
 
 A mechanism the kernel refuses is skipped and reported: :func:`probe` (``python -m
 fastdllm_core.evaluation.sandbox``) says what is in force, and the EvalPlus worker logs it (a warning when weaker
-than the full set).  ``FASTDLLM_SANDBOX=mountns`` skips Landlock (the read-only mount namespace is used instead)
-and ``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private uid, working
-directory and EvalPlus' guard only): the fallbacks, for tests.
+than the full set); a mode that cannot be set up at all falls back to the next weaker one
+(:func:`probe_with_fallback`, logged).  ``FASTDLLM_SANDBOX=mountns`` skips Landlock (the read-only mount
+namespace alone) and ``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private
+uid, working directory and EvalPlus' guard only): the fallbacks, for tests.
+
+What it does not do: restrict reading, or protect the verdict.  The solution runs in the process that runs
+EvalPlus' comparison (as in EvalPlus), so a solution written to cheat the checker (an object equal to
+everything, a write into its own status page, the reference solution read from the dataset file) can be scored
+``pass``: the sandbox protects the machine, not the score.
 
 Call it from a dedicated process (the EvalPlus worker): that process becomes a child subreaper and reaps the
 processes it adopts from the sandboxes.
@@ -82,12 +93,31 @@ LL_MAKE_SYM, LL_REFER, LL_TRUNCATE, LL_IOCTL_DEV = 1 << 12, 1 << 13, 1 << 14, 1 
 LL_NET_BIND_TCP, LL_NET_CONNECT_TCP = 1 << 0, 1 << 1
 LL_SCOPE_ABSTRACT_UNIX, LL_SCOPE_SIGNAL = 1 << 0, 1 << 1
 
-# seccomp: (audit arch, syscall numbers that create a process or execute a program, clone, clone3)
+# seccomp, per architecture: audit arch; syscalls that kill the solution (creating a process, executing a program,
+# open_by_handle_at); syscalls that fail with EPERM: socket() (no socket of any family: a pathname UNIX socket
+# outside the working directory, e.g. an ssh-agent or a container runtime's, is reachable through every
+# namespace and Landlock ABI <= 7; socketpair() stays allowed), io_uring_setup (io_uring performs socket and
+# other operations that seccomp cannot see), changes of file metadata (chmod, chown, utimes, extended attributes,
+# file_setattr: Landlock does not cover them) and the kernel keyrings; ioctl; clone; clone3
 _SECCOMP_ARCH = {
     "x86_64": (0xC000003E, {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "open_by_handle_at": 304},
-               56, 435),
-    "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "open_by_handle_at": 265}, 220, 435),
+               {"socket": 41, "io_uring_setup": 425, "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+                "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260, "utime": 132, "utimes": 235,
+                "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+                "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
+                "removexattrat": 466, "file_setattr": 469, "add_key": 248, "request_key": 249, "keyctl": 250},
+               16, 56, 435),
+    "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "open_by_handle_at": 265},
+                {"socket": 198, "io_uring_setup": 425, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
+                 "fchown": 55, "fchownat": 54, "utimensat": 88, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7,
+                 "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463,
+                 "removexattrat": 466, "file_setattr": 469, "add_key": 217, "request_key": 218, "keyctl": 219},
+                29, 220, 435),
 }
+# ioctl requests that fail with EPERM (on a file opened read-only outside the working directory they would still
+# act): TIOCSTI / TIOCLINUX (type into a terminal), FS_IOC_SETFLAGS (64- and 32-bit) / FS_IOC_FSSETXATTR (inode
+# flags); the kernel compares the request as 32 bits
+DENIED_IOCTLS = (0x5412, 0x541C, 0x40086602, 0x40046602, 0x401C5820)
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 
 LIMITS = {"nproc_extra": 16, "fsize_bytes": 64 << 20, "nofile": 128}
@@ -175,23 +205,32 @@ def _landlock(abi: int) -> int:
 
 
 def _seccomp() -> bool:
-    """Kill the process on fork/vfork/execve/execveat and on clone without CLONE_THREAD (threads stay allowed);
-    clone3 fails with ENOSYS (its flags cannot be inspected; libc then falls back to clone)."""
+    """Kill the process on fork/vfork/execve/execveat/open_by_handle_at and on clone without CLONE_THREAD (threads
+    stay allowed); clone3 fails with ENOSYS (its flags cannot be inspected; libc then falls back to clone); the
+    syscalls and ioctl requests of :data:`_SECCOMP_ARCH` / :data:`DENIED_IOCTLS` fail with EPERM."""
     spec = _SECCOMP_ARCH.get(platform.machine())
     if spec is None:
         return False
-    arch, kill_nrs, nr_clone, nr_clone3 = spec
+    arch, kill_nrs, eperm_nrs, nr_ioctl, nr_clone, nr_clone3 = spec
     LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_RET|K
-    kill_list = sorted(kill_nrs.values())
-    prog = [(LD, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, SECCOMP_RET_KILL_PROCESS), (LD, 0, 0, 0)]
+    kill = (RET, 0, 0, SECCOMP_RET_KILL_PROCESS)
+    eperm, allow = (RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM), (RET, 0, 0, SECCOMP_RET_ALLOW)
+    prog = [(LD, 0, 0, 4), (JEQ, 1, 0, arch), kill, (LD, 0, 0, 0)]  # seccomp_data: nr at 0, arch at 4
     if platform.machine() == "x86_64":  # x32 ABI numbers
-        prog += [(0x35, 0, 1, 0x40000000), (RET, 0, 0, SECCOMP_RET_KILL_PROCESS)]  # BPF_JGE
-    for nr in kill_list:
-        prog += [(JEQ, 0, 1, nr), (RET, 0, 0, SECCOMP_RET_KILL_PROCESS)]
+        prog += [(0x35, 0, 1, 0x40000000), kill]  # BPF_JGE
+    for nr in sorted(kill_nrs.values()):
+        prog += [(JEQ, 0, 1, nr), kill]
     prog += [(JEQ, 0, 1, nr_clone3), (RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]
-    prog += [(JEQ, 0, 3, nr_clone), (LD, 0, 0, 16), (JSET, 1, 0, CLONE_THREAD),
-             (RET, 0, 0, SECCOMP_RET_KILL_PROCESS)]
-    prog += [(RET, 0, 0, SECCOMP_RET_ALLOW)]
+    for nr in sorted(eperm_nrs.values()):
+        prog += [(JEQ, 0, 1, nr), eperm]
+    # ioctl: the request (args[1], low 32 bits at offset 24 on a little-endian machine) against DENIED_IOCTLS
+    n = len(DENIED_IOCTLS)
+    prog += [(JEQ, 0, n + 3, nr_ioctl), (LD, 0, 0, 24 if sys.byteorder == "little" else 28)]
+    prog += [(JEQ, n - i, 0, req) for i, req in enumerate(DENIED_IOCTLS)]
+    prog += [allow, eperm]
+    # clone: args[0] (flags) at offset 16; a thread (CLONE_THREAD) is allowed, a process kills
+    prog += [(JEQ, 0, 3, nr_clone), (LD, 0, 0, 16), (JSET, 1, 0, CLONE_THREAD), kill]
+    prog += [allow]
     filt = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
     buf = ctypes.create_string_buffer(filt)
     fprog = struct.pack("=HxxxxxxQ" if struct.calcsize("P") == 8 else "=HxxI", len(prog), ctypes.addressof(buf))
@@ -280,9 +319,12 @@ def _child_a(shm, workdir, target, memory_bytes, cpu_s, mode, private_id):
         root = os.geteuid() == 0
         ns = 0
         if mode != "weak":
-            want_mount = mode == "mountns" or landlock_abi() < 1
-            base = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWNS if want_mount else 0)
-            tries = [base, base & ~CLONE_NEWNET, CLONE_NEWPID | (CLONE_NEWNS if want_mount else 0)]
+            # the read-only mount namespace is used with Landlock too: it also stops what Landlock does not
+            # cover (metadata and inode-flag changes through any syscall); without Landlock it is the only fence
+            base = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS
+            tries = [base, base & ~CLONE_NEWNET, CLONE_NEWPID | CLONE_NEWNS]
+            if mode == "auto" and landlock_abi() >= 1:
+                tries.append(CLONE_NEWPID)  # no mount namespace to be had: Landlock alone fences writes
             # root creates the namespaces itself (and then becomes a private uid); anyone else needs a user
             # namespace (same uid inside), in which RLIMIT_NPROC counts only the sandbox's processes
             for fl in (tries if root else []) + [CLONE_NEWUSER | f for f in tries]:
@@ -524,6 +566,28 @@ def probe() -> dict:
             "setup_error": r["setup_error"]}
 
 
+MODES = ("auto", "mountns", "weak")  # strongest first
+
+
+def probe_with_fallback() -> dict:
+    """:func:`probe` in the mode asked for (``$FASTDLLM_SANDBOX``); when a sandbox cannot even be set up there (a
+    kernel or security module that allows a namespace but not its use, say), the next weaker mode that works is
+    put into ``$FASTDLLM_SANDBOX`` for this process and its children, and ``fallback_from`` says what failed.
+    Without this every check would end without a verdict and every solution would be scored as a timeout.
+    Raises RuntimeError when no mode works."""
+    first = probe()
+    if first["ok"]:
+        return {**first, "fallback_from": None}
+    failed = [f"{first['mode']} (setup error: {os.strerror(first['setup_error']) if first['setup_error'] else '?'})"]
+    for m in MODES[MODES.index(first["mode"]) + 1:]:
+        os.environ["FASTDLLM_SANDBOX"] = m
+        r = probe()
+        if r["ok"]:
+            return {**r, "fallback_from": "; ".join(failed)}
+        failed.append(f"{m} (setup error: {os.strerror(r['setup_error']) if r['setup_error'] else '?'})")
+    raise RuntimeError(f"the sandbox for model-written code cannot be set up on this machine: {'; '.join(failed)}")
+
+
 # ------------------------------------------------------------------------------------------------ EvalPlus check
 def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fast_check, memory_bytes, shm):
     """EvalPlus 0.3.1's ``unsafe_execute`` (same guard, time limits and oracles), reporting into ``shm``.
@@ -531,6 +595,13 @@ def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fa
     One difference, a fix: EvalPlus' ``find_zero`` (HumanEval/32) branch checks ``|poly(xs, x)| <= atol`` and then
     skips recording the input as passed, so no program can pass HumanEval/32; here the pass is recorded.
     """
+    # HumanEval/32, the cause of 163/164 for the canonical solutions: in EvalPlus 0.3.1's unsafe_execute the
+    # find_zero oracle is `assert abs(_poly(*inp, out)) <= atol; continue`.  The `continue` jumps over
+    # `details[i] = True; progress.value += 1` at the end of the loop body, so after a fully correct run
+    # progress stays 0, untrusted_check keeps details[:0] == [] and turns `stat == PASS` into FAIL because
+    # `len(details) != len(inputs)`.  The oracle itself is right (the canonical solution meets |poly(x)| <= 1e-4 on
+    # all 100 base inputs): only the bookkeeping was skipped.  Below, record(i, True) precedes the `continue`;
+    # tests/test_humaneval_canonical.py scores all 164 canonical solutions (164/164) and a wrong one (0/164).
     import numpy as np
     from evalplus.eval import is_floats
     from evalplus.eval._special_oracle import (MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS,
@@ -569,7 +640,7 @@ def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fa
                         exact_match = out == exp if isinstance(out, bool) else exp == (out is not None)
                 if dataset == "humaneval" and "find_zero" == entry_point:
                     assert abs(_poly(*inp, out)) <= atol
-                    record(i, True)
+                    record(i, True)  # EvalPlus 0.3.1 forgets this before its `continue` (see above)
                     continue
                 if atol == 0 and is_floats(exp):
                     atol = 1e-6

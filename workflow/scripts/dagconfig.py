@@ -95,6 +95,10 @@ def explain_schema_error(e) -> str:
         missing = [k for k in val if not isinstance(inst, dict) or k not in inst]
         return (f"config field {field}: required key {missing[0] if missing else val!r} is missing (needs "
                 f"{', '.join(val)})")
+    if kw == "enum" and isinstance(inst, str) and list(e.absolute_schema_path)[-2:-1] == ["propertyNames"]:
+        close = difflib.get_close_matches(inst, [str(v) for v in val], n=1)
+        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
+        return f"config field {dotted(path + [inst])}: unknown key{hint} (allowed under {field}: {', '.join(val)})"
     if kw == "propertyNames":
         return f"config field {field}: bad key name; {e.message}"
     what = {

@@ -26,6 +26,12 @@ with logged(snakemake):  # noqa: F821
     if missing:
         raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "
                                 "JSONL files ({'messages': [...]} or {'prompt', 'response'} rows)")
+    from fastdllm_core import data as data_mod
+
+    # a bad row is named (file, line, field) before anything is written into the run directory or any process
+    # starts (with several training processes each would otherwise fail on its own, after the directory is made)
+    if sum(len(data_mod.read_jsonl(f)) for f in cfg["data"]["train_files"]) == 0:
+        raise ValueError(f"the training dataset is empty: no rows in data.train_files {cfg['data']['train_files']}")
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
