@@ -58,18 +58,34 @@ def test_training_files_have_every_task_and_some_conversations(suite):
     assert sum(1 for r in _jsonl(suite["pretrain"]) if " is a fruit." in r["text"] or " is an animal." in r["text"])
 
 
+def _running_total(text: str) -> tuple[list[int], list[int]]:
+    """(every value the worked steps compute, the values they write) of ``a+b=r1, then -c gives r2, then +d.``"""
+    m = re.match(r"(\d+)([-+*])(\d+)(?:=(\d+))?((?:, then [-+*]\d+(?: gives \d+)?)*)\.", text)
+    assert m, text
+    cur = eval(f"{m[1]}{m[2]}{m[3]}")
+    computed, written = [cur], [int(m[4])] if m[4] else []
+    for op, y, r in re.findall(r", then ([-+*])(\d+)(?: gives (\d+))?", m[5]):
+        cur = eval(f"{cur}{op}{y}")
+        computed.append(cur)
+        written += [int(r)] if r else []
+    return computed, written
+
+
 def test_arithmetic_answers_are_right_and_follow_gsm8k_and_math_forms(suite):
     for r in _jsonl(suite["synth_arith_test"]):
-        steps = re.findall(r"(\d+)([-+*])(\d+)=(\d+)\.", r["answer"])
-        assert len(steps) == r["steps"] >= 2
-        for a, op, b, c in steps:
-            assert eval(f"{a}{op}{b}") == int(c) and 0 <= int(c) <= arith.ARITH_MAX
-        assert r["answer"].endswith(f"#### {steps[-1][3]}")
-        assert str(steps[0][0]) in r["question"]  # the first number is copied from the question
+        computed, written = _running_total(r["answer"])
+        assert len(computed) == r["steps"] >= 2
+        assert all(0 <= v <= arith.ARITH_MAX for v in computed)
+        # every intermediate value is written once, in order; the last one only after ####
+        assert written == computed[:-1]
+        assert r["answer"].endswith(f". #### {computed[-1]}")
+        assert r["answer"].split("+")[0].split("-")[0].split("*")[0] in r["question"]  # copied from the question
     for r in _jsonl(suite["synth_math_test"]):
         expr = r["problem"].removeprefix("Compute ").rstrip(".")
         assert eval(expr) == int(r["answer"])
-        assert r["solution"].endswith(f"\\boxed{{{r['answer']}}}.")
+        computed, written = _running_total(r["solution"])
+        assert computed[-1] == int(r["answer"]) and written == computed[:-1] and len(computed) == 3
+        assert r["solution"].endswith(f". The answer is \\boxed{{{r['answer']}}}.")
         assert lm_eval_tasks.math_process_results(r, [r["solution"]]) == {"exact_match": 1}
         assert lm_eval_tasks.math_process_results(r, ["The answer is \\boxed{999}."]) == {"exact_match": 0}
 
