@@ -88,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         lm = load_model(args.model, device=args.device, dtype=args.dtype, attn_implementation=args.attn,
                         block_size=args.block_size)
         if args.block_size is None:
-            cfg.block_size = lm.block_size
-            cfg.validate()
+            cfg = cfg.with_block_size(lm.block_size).validate()
         prompts = encode_prompts(lm.tokenizer, texts, args.chat)
         prompts, n_truncated = fit_context(prompts, args.max_new_tokens, model_context(lm.model),
                                            truncate=args.truncate_prompts == "left")

@@ -89,8 +89,7 @@ def main(argv=None) -> int:
             check_data(args.task, args.data_path, args.out_dir)
             model = load_model(args.model, device=args.device, dtype=args.dtype, block_size=args.block_size)
             if args.block_size is None:
-                decode.block_size = model.block_size
-                decode.validate()
+                decode = decode.with_block_size(model.block_size).validate()
             rows = run_task(model, args.task, mode=args.mode, decode=decode, batch_size=args.batch_size,
                             limit=args.limit, out_dir=args.out_dir, data_path=args.data_path,
                             prompt_style=args.prompt_style, model_label=args.model_label, seed=args.seed,

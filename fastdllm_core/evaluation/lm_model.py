@@ -46,6 +46,7 @@ from dataclasses import asdict, replace
 import torch
 from tqdm import tqdm
 
+from ..config import parse_bool
 from ..decoding import ContextError, DecodeConfig, ar_generate, bd_generate, fit_context, model_context
 from ..model import LoadedModel, load_model
 
@@ -75,14 +76,7 @@ def request_max_gen_toks(kw: dict | None) -> int | None:
 
 
 def _as_bool(v) -> bool:
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off", "none", ""):
-        return False
-    raise ValueError(f"expected a boolean, got {v!r}")
+    return parse_bool(v, empty_false=True)
 
 
 def _opt_int(v):
@@ -155,8 +149,7 @@ class FastDLLMv2(LM):
                                attn_implementation=attn_implementation, block_size=_opt_int(block_size))
         self.lm = model
         if _opt_int(block_size) is None:  # the checkpoint's bd_size is the default block size
-            self.decode.block_size = int(model.block_size)
-            self.decode.validate()
+            self.decode = self.decode.with_block_size(model.block_size).validate()
         self.tokenizer = model.tokenizer
         self._device = model.model.device
         self._max_length = _opt_int(max_length)
