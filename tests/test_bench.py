@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from fastdllm_core import bench
+from fastdllm_core.cli import bench as bench_cli
 from fastdllm_core.bench import (COLUMNS, ForcedAcceptance, SweepConfig, bd_generate, forced_acceptance_forwards,
                                  random_model, run_sweep, synthetic_prompts, token_agreement)
 from fastdllm_core.provenance import META_COLUMNS, NOT_AVAILABLE
@@ -146,11 +146,11 @@ def test_axes_grid():
 
 
 def test_cli_errors_before_loading(tmp_path, capsys):
-    rc = bench.main(["--model", str(tmp_path / "missing"), "--out", str(tmp_path / "o.csv"), "--thresholds", "2"])
+    rc = bench_cli.main(["--model", str(tmp_path / "missing"), "--out", str(tmp_path / "o.csv"), "--thresholds", "2"])
     assert rc == 2 and "threshold must be in (0, 1], got 2.0" in capsys.readouterr().err
-    rc = bench.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"), "--prompts", str(tmp_path / "no.jsonl")])
+    rc = bench_cli.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"), "--prompts", str(tmp_path / "no.jsonl")])
     assert rc == 2 and "prompts file not found" in capsys.readouterr().err
-    rc = bench.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"), "--sub-block-cache", "maybe"])
+    rc = bench_cli.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"), "--sub-block-cache", "maybe"])
     assert rc == 2 and "'maybe'" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
 
@@ -159,7 +159,7 @@ def test_cli_end_to_end_with_chat_prompts(tmp_path, capsys):
     pf = tmp_path / "p.jsonl"
     pf.write_text("\n".join(json.dumps({"question": q}) for q in ["What is 2+2?", "Name a colour."]) + "\n")
     out = tmp_path / "b.csv"
-    rc = bench.main(["--model", "random:tiny", "--out", str(out), "--prompts", str(pf), "--batch-sizes", "2",
+    rc = bench_cli.main(["--model", "random:tiny", "--out", str(out), "--prompts", str(pf), "--batch-sizes", "2",
                      "--thresholds", "0.9", "--sub-block-sizes", "8", "--sub-block-cache", "off",
                      "--ar-baselines", "hf", "--max-new-tokens", "16", "--repeats", "1", "--warmup", "0", "--quiet"])
     assert rc == 0
@@ -173,7 +173,7 @@ def test_cli_end_to_end_with_chat_prompts(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------------------------------- roofline
 def test_weight_traffic_tied_and_untied():
-    from fastdllm_core.roofline import weight_traffic
+    from fastdllm_core.bench.roofline import weight_traffic
 
     m15 = random_model("qwen2.5-1.5b", device="meta", dtype="bfloat16").model
     t = weight_traffic(m15)
@@ -188,7 +188,7 @@ def test_weight_traffic_tied_and_untied():
 def test_roofline_rows_math():
     from types import SimpleNamespace
 
-    from fastdllm_core.roofline import roofline_rows, spec_bandwidth
+    from fastdllm_core.bench.roofline import roofline_rows, spec_bandwidth
 
     traffic = {"weight_bytes_per_forward": 1e9, "bytes_per_param": 2, "n_params": 5e8, "tied_embeddings": True}
     cfg = SimpleNamespace(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2)
@@ -207,10 +207,10 @@ def test_roofline_rows_math():
 
 
 def test_roofline_cli_on_a_bench_csv(tmp_path, capsys):
-    from fastdllm_core import roofline
+    from fastdllm_core.bench import roofline
 
     b = tmp_path / "b.csv"
-    assert bench.main(["--model", "random:tiny", "--out", str(b), "--batch-sizes", "1", "--thresholds", "0.9",
+    assert bench_cli.main(["--model", "random:tiny", "--out", str(b), "--batch-sizes", "1", "--thresholds", "0.9",
                        "--sub-block-sizes", "8", "--sub-block-cache", "off", "--ar-baselines", "hf",
                        "--max-new-tokens", "8", "--repeats", "1", "--warmup", "0", "--no-profile", "--quiet",
                        "--synthetic-prompts", "1", "--prompt-len", "8"]) == 0

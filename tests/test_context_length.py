@@ -63,7 +63,7 @@ def test_decoders_refuse_prompt_plus_budget_beyond_the_context(small, gen):
 
 
 def test_generate_cli_refuses_and_truncates_on_request(small, capsys):
-    from fastdllm_core import generate_cli
+    from fastdllm_core.cli import generate as generate_cli
 
     ck, _ = small
     long_prompt = "x" * 150
@@ -147,7 +147,7 @@ def test_run_task_refuses_and_records_truncation(small, tmp_path):
 
 
 def test_bench_refuses_and_records_truncation(tmp_path, capsys):
-    from fastdllm_core import bench
+    from fastdllm_core.cli import bench
     from fastdllm_core.bench import SweepConfig, random_model, run_sweep
 
     bm = random_model("tiny", seed=0)

@@ -132,7 +132,7 @@ def test_cli_eval_ar_and_errors(setup, tmp_path, capsys):
 
 
 def test_lm_eval_cli_entry_point(setup, tmp_path):
-    from fastdllm_core.evaluation.lm_eval_cli import main
+    from fastdllm_core.cli.lm_eval import main
 
     _, suite, root = setup
     rc = main(["--model", "fast_dllm_v2", "--model_args",

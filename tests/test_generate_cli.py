@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fastdllm_core import generate_cli
+from fastdllm_core.cli import generate as generate_cli
 from fastdllm_core.decoding import bd_generate
 from fastdllm_core.model import load_model
 from fastdllm_core.tiny import write_tiny_checkpoint

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fastdllm_core import telemetry
+from fastdllm_core.bench import telemetry
 from fastdllm_core.provenance import NOT_AVAILABLE
-from fastdllm_core.telemetry import NvmlSampler, parse_visible_devices, resolve_nvml_index
+from fastdllm_core.bench.telemetry import NvmlSampler, parse_visible_devices, resolve_nvml_index
 
 
 class FakeClock:

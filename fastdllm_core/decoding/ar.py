@@ -2,11 +2,26 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import torch
 
 from .common import _check_prompts, _sync, fit_context, model_context, trim_at_stop
 from .stats import GenerationOutput, GenerationStats
+
+
+@contextmanager
+def eos_off(model, on: bool):
+    """Clear the generation config's EOS while ``on`` (timing runs, or --ignore-eos, go to the full budget)."""
+    gc = getattr(model, "generation_config", None)
+    old = getattr(gc, "eos_token_id", None)
+    if on and gc is not None:
+        gc.eos_token_id = None
+    try:
+        yield
+    finally:
+        if on and gc is not None:
+            gc.eos_token_id = old
 
 
 class _RowClock:

@@ -32,7 +32,7 @@ step_env() {
   python - <<'EOF' | tee "$OUT/env.json"
 import json, torch, transformers
 from fastdllm_core.provenance import run_metadata
-from fastdllm_core.telemetry import NvmlSampler
+from fastdllm_core.bench.telemetry import NvmlSampler
 s = NvmlSampler("cuda:0")
 print(json.dumps({"meta": run_metadata(device="cuda:0"), "nvml": s.device_info, "nvml_reason": s.reason,
                   "flex_attention": hasattr(torch.nn.attention, "flex_attention")}, indent=2, default=str))
@@ -48,7 +48,7 @@ step_tests() {
 step_bw() {
   python - <<EOF | tee "$OUT/bandwidth.txt"
 import torch
-from fastdllm_core.roofline import measure_bandwidth, spec_bandwidth
+from fastdllm_core.bench.roofline import measure_bandwidth, spec_bandwidth
 name = torch.cuda.get_device_name(torch.device("$DEVICE"))
 bw = measure_bandwidth("$DEVICE", nbytes=1 << 30, iters=20)
 print(f"device={name} measured_d2d_copy_gbs={bw:.1f} vendor_spec_gbs={spec_bandwidth(name)}")
@@ -100,7 +100,7 @@ step_trained() {
 
 step_roofline() {
   for f in "$OUT"/bench_*.csv; do
-    python -m fastdllm_core.roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
+    python -m fastdllm_core.bench.roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
   done
 }
 

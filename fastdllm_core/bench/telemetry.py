@@ -27,7 +27,7 @@ import os
 import threading
 import time
 
-from .provenance import NOT_AVAILABLE
+from ..provenance import NOT_AVAILABLE
 
 log = logging.getLogger(__name__)
 

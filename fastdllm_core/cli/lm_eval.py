@@ -19,7 +19,7 @@ from pathlib import Path
 def _write_task_yaml(directory: Path, task: str, name: str, data_path: str) -> None:
     import yaml
 
-    from .tasks import _gsm8k_form, _task_manager
+    from ..evaluation.tasks import _gsm8k_form, _task_manager
 
     cfg = _gsm8k_form(_task_manager(), task, Path(data_path).resolve(), "paper")
     cfg["task"] = name
@@ -29,7 +29,7 @@ def _write_task_yaml(directory: Path, task: str, name: str, data_path: str) -> N
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from . import lm_model  # noqa: F401 - registers fast_dllm_v2
+    from ..evaluation import lm_model  # noqa: F401 - registers fast_dllm_v2
 
     extra: list[tuple[str, str, str]] = []
     rest = []

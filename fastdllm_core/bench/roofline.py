@@ -17,7 +17,7 @@ Bandwidth: given (``--bandwidth-gbs``), measured (a device-to-device copy on CUD
 read + write bytes), and, for known GPUs, the vendor's specification.  CPU rows say ``bandwidth_source =
 cpu_measured_copy``: a CPU roofline, not a GPU one.
 
-    python -m fastdllm_core.roofline --bench results/bench.csv --out results/roofline.csv --measure-bandwidth
+    python -m fastdllm_core.bench.roofline --bench results/bench.csv --out results/roofline.csv --measure-bandwidth
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from .provenance import NOT_AVAILABLE, run_metadata, write_csv_atomic
+from ..provenance import NOT_AVAILABLE, run_metadata, write_csv_atomic
 
 # Vendor peak HBM bandwidths (GB/s, 1e9 bytes/s) by a substring of the CUDA device name; most specific first.
 SPEC_BANDWIDTH_GBS = [
@@ -147,8 +147,8 @@ def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: 
 
 def model_for_traffic(source: str, dtype: str):
     """A model skeleton for counting bytes: built on the meta device (no memory) except tiny/local configs."""
-    from .bench import random_model
-    from .model import load_config
+    from .models import random_model
+    from ..model import load_config
 
     if source.startswith("random:"):
         return random_model(source.split(":", 1)[1], device="meta", dtype=dtype).model
@@ -160,7 +160,7 @@ def model_for_traffic(source: str, dtype: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fastdllm_core.roofline", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m fastdllm_core.bench.roofline", description=__doc__.split("\n\n")[0])
     p.add_argument("--bench", required=True, help="a CSV written by `fastdllm bench`")
     p.add_argument("--out", required=True)
     p.add_argument("--model", default=None, help="model source for the byte count (default: the CSV's model column)")

@@ -1,0 +1,22 @@
+"""Throughput benchmark: the AR baseline vs the block-diffusion decoder on the same model and prompts.
+
+One idea per module: :mod:`.models` (checkpoints and random-weight models), :mod:`.grid` (the sweep's grid and
+its runs), :mod:`.runner` (decoding a run's prompts), :mod:`.hooks` (forced acceptance, forward timing),
+:mod:`.measure` (timed repeats, profiling, agreement), :mod:`.rows` (CSV columns, speed-ups), :mod:`.telemetry`
+(NVML), :mod:`.roofline` (memory-bandwidth bound) and :mod:`.sweep` (:func:`run_sweep`, how each row is
+measured).  The command line is :mod:`fastdllm_core.cli.bench`; prompt sets are :mod:`fastdllm_core.prompts`."""
+from ..decoding import bd_generate
+from ..prompts import batch_of, encode_prompts, read_prompt_texts, synthetic_prompts
+from .grid import AR_BASELINES, SweepConfig, plan_runs
+from .hooks import ForcedAcceptance, ForwardTimer, forced_acceptance_forwards
+from .measure import measure, token_agreement
+from .models import MODEL_SHAPES, QWEN_MASK_ID, QWEN_STOP_IDS, BenchModel, load_bench_model, random_model
+from .rows import COLUMNS, add_speedups, print_summary
+from .runner import Runner
+from .sweep import model_synthetic_prompts, run_sweep
+
+__all__ = ["AR_BASELINES", "COLUMNS", "MODEL_SHAPES", "QWEN_MASK_ID", "QWEN_STOP_IDS", "BenchModel",
+           "ForcedAcceptance", "ForwardTimer", "Runner", "SweepConfig", "add_speedups", "batch_of", "bd_generate",
+           "encode_prompts", "forced_acceptance_forwards", "load_bench_model", "measure", "model_synthetic_prompts",
+           "plan_runs", "print_summary", "random_model", "read_prompt_texts", "run_sweep", "synthetic_prompts",
+           "token_agreement"]

@@ -1,0 +1,104 @@
+"""The arguments the ``fastdllm`` commands share, declared once: the model, the decoding setting (one
+:class:`~fastdllm_core.config.DecodeConfig`), prompt files, context truncation."""
+from __future__ import annotations
+
+import argparse
+
+from ..config import BLOCK_SIZE, SUB_BLOCK_SIZE, DecodeConfig, parse_bool
+
+AR_BASELINE_HELP = "AR baseline: hf (dynamic cache) or hf_static (static cache + torch.compile on CUDA)"
+
+
+def arg_bool(s: str) -> bool:
+    """argparse type of a boolean word (:func:`~fastdllm_core.config.parse_bool`)."""
+    try:
+        return parse_bool(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected true/false, got {s!r}") from None
+
+
+def arg_length(s: str):
+    """argparse type of a generation length: a positive integer, or ``task`` (each benchmark's own)."""
+    if s.strip().lower() == "task":
+        return "task"
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'task', got {s!r}") from None
+
+
+def add_model_args(p: argparse.ArgumentParser, model_help: str, *, dtype_help: str = "auto (bf16 on CUDA, fp32 "
+                   "elsewhere), float32, bfloat16, ...") -> None:
+    p.add_argument("--model", required=True, help=model_help)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="auto", help=dtype_help)
+
+
+def add_mode_args(p) -> None:
+    p.add_argument("--mode", choices=["bd", "ar"], default="bd", help="bd: block diffusion (default); ar: HF greedy")
+    p.add_argument("--ar-baseline", choices=["hf", "hf_static"], default="hf", help=AR_BASELINE_HELP)
+
+
+def add_block_size_arg(p) -> None:
+    p.add_argument("--block-size", type=int, default=None,
+                   help=f"default: the checkpoint's bd_size (or {BLOCK_SIZE})")
+
+
+def add_decode_args(p, *, task_length: bool = False, sampling: bool = True):
+    """The decoding setting: block and sub-block size, threshold, sub-block cache, generation length and (with
+    ``sampling``) temperature, top-p and seed.  Returns the argument group."""
+    d = p.add_argument_group("decoding")
+    if task_length:
+        d.add_argument("--max-new-tokens", type=arg_length, default=256,
+                       help="generation length: an integer, or 'task' for each benchmark's own (lm-eval task "
+                            "max_gen_toks, else 256; EvalPlus 768)")
+    else:
+        d.add_argument("--max-new-tokens", type=int, default=256)
+    add_block_size_arg(d)
+    d.add_argument("--sub-block-size", type=int, default=SUB_BLOCK_SIZE)
+    d.add_argument("--threshold", type=float, default=0.9, help="confidence threshold in (0, 1]")
+    d.add_argument("--sub-block-cache", "--use-sub-block-cache", dest="sub_block_cache", type=arg_bool, nargs="?",
+                   const=True, default=False, metavar="BOOL",
+                   help="use the sub-block (DualCache) cache (alone, or followed by true/false, on/off)")
+    if sampling:
+        d.add_argument("--temperature", type=float, default=0.0)
+        d.add_argument("--top-p", type=float, default=1.0)
+        d.add_argument("--seed", type=int, default=None)
+    return d
+
+
+def decode_config(args, *, max_new_tokens: int | None = None, seed=None) -> DecodeConfig:
+    """The :class:`DecodeConfig` the arguments of :func:`add_decode_args` ask for (validated; the block size
+    :data:`BLOCK_SIZE` until the model's is known: :meth:`DecodeConfig.with_block_size`)."""
+    return DecodeConfig(block_size=args.block_size or BLOCK_SIZE, sub_block_size=args.sub_block_size,
+                        threshold=args.threshold, use_sub_block_cache=args.sub_block_cache,
+                        max_new_tokens=args.max_new_tokens if max_new_tokens is None else max_new_tokens,
+                        temperature=getattr(args, "temperature", 0.0), top_p=getattr(args, "top_p", 1.0),
+                        seed=getattr(args, "seed", None) if seed is None else seed).validate()
+
+
+def add_prompt_file_args(p, prompts_help: str, *, group=None) -> None:
+    """``--prompts FILE`` (in ``group`` when given), ``--prompt-field`` and ``--chat`` / ``--no-chat``."""
+    (group or p).add_argument("--prompts", default=None, help=prompts_help)
+    p.add_argument("--prompt-field", default=None, help="JSONL field holding the prompt")
+    chat = p.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=None,
+                      help="apply the chat template (default when the tokenizer has one)")
+    chat.add_argument("--no-chat", dest="chat", action="store_false", help="encode prompts as plain text")
+
+
+def add_ignore_eos_arg(p) -> None:
+    p.add_argument("--ignore-eos", action="store_true", help="no stop ids: generate max-new-tokens per prompt")
+
+
+def add_truncate_arg(p, reported: str = "counted in the truncated_prompts column") -> None:
+    p.add_argument("--truncate-prompts", choices=["none", "left"], default="none",
+                   help="a prompt that does not fit the model's context with --max-new-tokens: refused (none, the "
+                        f"default) or cut from the left (left; {reported})")
+
+
+def check_device(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available on this machine")
