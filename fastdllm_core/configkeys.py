@@ -10,6 +10,7 @@ once), plus ``train.output_dir`` (read by ``fastdllm train``) and, under ``model
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import functools
 from pathlib import Path
@@ -18,6 +19,16 @@ PKG = Path(__file__).resolve().parent
 EXTRA_KEYS = {("train",): {"output_dir"}}  # read by the CLI, not part of DEFAULTS
 FREE_FORM = {("model", "tiny")}  # checked against the tiny model's config arguments
 PAPER_BUDGET_KEYS = ("max_steps", "batch_size")
+
+
+def merge_config(base: dict, over: dict | None) -> dict:
+    """``base`` with ``over`` merged in, key by key at every depth (``over`` wins; neither is modified).  The one
+    merge of training configs: ``fastdllm train`` (its defaults under a config) and the DAG (``training:`` under
+    ``models.<name>.train:``)."""
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        out[k] = merge_config(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
 
 
 class UnknownKey(ValueError):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import csv
 import json
 import logging
@@ -39,6 +38,7 @@ import yaml
 from . import data as data_mod
 from . import objective as obj
 from .hostload import HostLoad
+from .configkeys import merge_config as _merge
 from .provenance import run_metadata, write_csv_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -74,13 +74,6 @@ SCHEDULES = ("constant", "linear", "cosine")
 
 
 # ------------------------------------------------------------------------------------------------ config
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in (over or {}).items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def set_key(cfg: dict, dotted: str, value: str) -> None:
     """``--set optim.lr=1e-4``: the value is parsed as YAML."""
     keys = dotted.split(".")

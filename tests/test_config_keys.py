@@ -16,7 +16,8 @@ from fastdllm_core.configkeys import UnknownKey, check_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-import dagconfig as dc  # noqa: E402
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
+import plan_checks  # noqa: E402
 
 
 @pytest.fixture
@@ -133,8 +134,8 @@ def test_dag_training_blocks_reject_unknown_keys(dag_config, where, patch, msg):
     for k in where.split("."):
         node = node[k]
     node.update(train._merge(node, patch))
-    with pytest.raises(dc.ConfigError, match=msg.replace("(", r"\(").replace("?", r"\?")):
-        dc.check(c)
+    with pytest.raises(plan_checks.ConfigError, match=msg.replace("(", r"\(").replace("?", r"\?")):
+        plan_checks.check(c)
 
 
 def test_dag_schema_types_the_training_block(dag_config):

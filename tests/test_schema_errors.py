@@ -14,7 +14,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-import dagconfig as dc  # noqa: E402
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
+import plan_checks  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -52,24 +53,24 @@ def _set(cfg, dotted, value):
 def test_schema_error_is_one_short_line(config, field, value, expect):
     cfg = copy.deepcopy(config)
     _set(cfg, field, value)
-    with pytest.raises(dc.ConfigError) as ei:
-        dc.validate_schema(cfg, SCHEMA)
+    with pytest.raises(plan_checks.ConfigError) as ei:
+        plan_checks.validate_schema(cfg, SCHEMA)
     msg = str(ei.value)
     assert "\n" not in msg and len(msg) < 400, msg
     for x in expect:
         assert x in msg, msg
-    dc.validate_schema(config, SCHEMA)  # the default config is valid
+    plan_checks.validate_schema(config, SCHEMA)  # the default config is valid
 
 
 def test_missing_required_and_one_of(config):
     cfg = copy.deepcopy(config)
     del cfg["roles"]["main_bd"]
-    with pytest.raises(dc.ConfigError, match="config field roles: required key 'main_bd' is missing"):
-        dc.validate_schema(cfg, SCHEMA)
+    with pytest.raises(plan_checks.ConfigError, match="config field roles: required key 'main_bd' is missing"):
+        plan_checks.validate_schema(cfg, SCHEMA)
     cfg = copy.deepcopy(config)
     cfg["columns"]["gsm8k"] = {"comparable": True}
-    with pytest.raises(dc.ConfigError, match="config field columns.gsm8k:.*task and metric; or na"):
-        dc.validate_schema(cfg, SCHEMA)
+    with pytest.raises(plan_checks.ConfigError, match="config field columns.gsm8k:.*task and metric; or na"):
+        plan_checks.validate_schema(cfg, SCHEMA)
 
 
 def test_snakemake_prints_a_few_lines(tmp_path):

@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fastdllm_core.config import DecodeConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-import dagconfig as dc  # noqa: E402
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
+import jobs  # noqa: E402
+import plan  # noqa: E402
+import plan_checks  # noqa: E402
+import plan_summaries  # noqa: E402
 
 
 def smk(*args, timeout=300):
@@ -103,17 +109,17 @@ def test_semantic_checks_name_the_field():
     cfg = default_config()
     bad = copy.deepcopy(cfg)
     bad["decode"]["sub_block_size"] = 5
-    with pytest.raises(dc.ConfigError, match="decode.sub_block_size"):
-        dc.check(bad)
+    with pytest.raises(plan_checks.ConfigError, match="decode.sub_block_size"):
+        plan_checks.check(bad)
     bad = copy.deepcopy(cfg)
     bad["roles"]["main_bd"] = "ar_base"
-    with pytest.raises(dc.ConfigError, match="roles.main_bd"):
-        dc.check(bad)
+    with pytest.raises(plan_checks.ConfigError, match="roles.main_bd"):
+        plan_checks.check(bad)
     bad = copy.deepcopy(cfg)
     bad["tables"]["table3"]["sub_blocks"] = [3]
-    with pytest.raises(dc.ConfigError, match="tables.table3.sub_blocks"):
-        dc.check(bad)
-    dc.check(cfg)
+    with pytest.raises(plan_checks.ConfigError, match="tables.table3.sub_blocks"):
+        plan_checks.check(bad)
+    plan_checks.check(cfg)
 
 
 def test_gpu_job_fails_clearly_without_cuda(monkeypatch):
@@ -121,23 +127,23 @@ def test_gpu_job_fails_clearly_without_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="no CUDA device"):
-        dc.require_device({"gpu": True, "device": "cuda"})
-    assert dc.require_device({"gpu": False, "device": "cpu"}) == "cpu"
-    assert "gpu_batch" not in dc.bench_sweeps(default_config())  # GPU-only sweep left out by config
+        jobs.require_device({"gpu": True, "device": "cuda"})
+    assert jobs.require_device({"gpu": False, "device": "cpu"}) == "cpu"
+    assert "gpu_batch" not in plan.bench_sweeps(default_config())  # GPU-only sweep left out by config
 
 
 def test_changing_one_decoding_parameter_touches_only_its_jobs():
     cfg = default_config()
-    ev0, sw0 = dc.evaluations(cfg), dc.bench_sweeps(cfg)
+    ev0, sw0 = plan.evaluations(cfg), plan.bench_sweeps(cfg)
     cfg2 = copy.deepcopy(cfg)
     cfg2["figures"]["threshold"]["thresholds"] = [0.6, 0.9, 1.0]
-    ev1, sw1 = dc.evaluations(cfg2), dc.bench_sweeps(cfg2)
+    ev1, sw1 = plan.evaluations(cfg2), plan.bench_sweeps(cfg2)
     changed = {k for k in ev0.keys() | ev1.keys() if ev0.get(k) != ev1.get(k)}
     assert changed == {(cfg["roles"]["main_bd"], cfg["columns"]["gsm8k"]["task"])}
     assert {k for k in sw0 if sw0[k] != sw1[k]} == {"threshold"}
-    assert dc.parse_point("bd_b32_s8_t0.9_c1") == {"block_size": 32, "sub_block_size": 8, "threshold": 0.9,
+    assert DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields() == {"block_size": 32, "sub_block_size": 8, "threshold": 0.9,
                                                    "use_sub_block_cache": True}
-    assert dc.point_name("bd", dc.parse_point("bd_b32_s8_t0.9_c1")) == "bd_b32_s8_t0.9_c1"
+    assert plan.point_name("bd", DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields()) == "bd_b32_s8_t0.9_c1"
 
 
 def paper_config():
@@ -154,29 +160,29 @@ def _schema_errors(cfg):
     return ""
 
 
-@pytest.mark.parametrize("role,mode", [(r, m) for r, (m, _) in dc.ROLES.items()])
+@pytest.mark.parametrize("role,mode", [(r, m) for r, (m, _) in plan.ROLES.items()])
 def test_role_validation_names_the_field(role, mode):
     for cfg in (default_config(), paper_config()):
-        dc.check(cfg)
+        plan_checks.check(cfg)
         bad = copy.deepcopy(cfg)
         bad["roles"][role] = "no_such_model"
-        with pytest.raises(dc.ConfigError, match=rf"roles\.{role}: unknown model 'no_such_model'"):
-            dc.check(bad)
+        with pytest.raises(plan_checks.ConfigError, match=rf"roles\.{role}: unknown model 'no_such_model'"):
+            plan_checks.check(bad)
         bad = copy.deepcopy(cfg)
         bad["roles"][role] = next(n for n, m in cfg["models"].items() if m["mode"] != mode)
-        with pytest.raises(dc.ConfigError, match=rf"roles\.{role}: must name a model with mode: {mode}"):
-            dc.check(bad)
+        with pytest.raises(plan_checks.ConfigError, match=rf"roles\.{role}: must name a model with mode: {mode}"):
+            plan_checks.check(bad)
         bad = copy.deepcopy(cfg)
         del bad["roles"][role]
-        with pytest.raises(dc.ConfigError, match=rf"roles\.{role}: is missing"):
-            dc.check(bad)
+        with pytest.raises(plan_checks.ConfigError, match=rf"roles\.{role}: is missing"):
+            plan_checks.check(bad)
         assert role in _schema_errors(bad)  # the schema requires every role too
 
 
 def test_every_config_sets_every_role():
     ci = yaml.safe_load((ROOT / "config" / "ci.yaml").read_text())
     for cfg in (default_config(), paper_config(), ci):
-        assert set(cfg["roles"]) == set(dc.ROLES)
+        assert set(cfg["roles"]) == set(plan.ROLES)
     assert default_config()["roles"] == ci["roles"] == {
         "main_bd": "bd_pad_cm", "main_ar": "ar_base", "ablation_bd": "bd_pad_cm", "speed_bd": "bd_pad_cm",
         "speed_ar": "ar_base"}
@@ -186,14 +192,14 @@ def test_paper_scale_compares_like_with_like():
     cfg = paper_config()
     r = cfg["roles"]
     assert (r["ablation_bd"], r["speed_bd"], r["speed_ar"]) == ("fastdllm_v2_1.5b", "fastdllm_v2_7b", "qwen2.5_7b")
-    ev = dc.evaluations(cfg)
-    base = dc.base_decode(cfg)
-    t3 = {dc.point_name("bd", dict(base, sub_block_size=s)) for s in cfg["tables"]["table3"]["sub_blocks"]}
-    t4 = {dc.point_name("bd", dict(base, block_size=b, sub_block_size=b)) for b in cfg["tables"]["table4"]["block_sizes"]}
+    ev = plan.evaluations(cfg)
+    base = plan.base_decode(cfg)
+    t3 = {plan.point_name("bd", dict(base, sub_block_size=s)) for s in cfg["tables"]["table3"]["sub_blocks"]}
+    t4 = {plan.point_name("bd", dict(base, block_size=b, sub_block_size=b)) for b in cfg["tables"]["table4"]["block_sizes"]}
     for task in ("gsm8k", "humaneval"):
         assert t3 | t4 <= set(ev[("fastdllm_v2_1.5b", task)])  # Tables 3, 4 on the 1.5B model ...
-        assert not (t3 | t4) - {dc.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])  # ... not the 7B
-    sw = dc.bench_sweeps(cfg)
+        assert not (t3 | t4) - {plan.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])  # ... not the 7B
+    sw = plan.bench_sweeps(cfg)
     assert {x["model"] for x in sw["subblock"]} == {"fastdllm_v2_1.5b"}  # Figure 6
     assert {x["model"] for x in sw["threshold"]} == {"fastdllm_v2_7b"}
     # Figures 1b and 5: Fast-dLLM v2 7B against Qwen2.5-7B-Instruct only; Figure 1a's context points at batch 1
@@ -203,8 +209,8 @@ def test_paper_scale_compares_like_with_like():
     assert all(x["decode"]["threshold"] == 0.9 and x["decode"]["use_sub_block_cache"] for x in sw["gpu_batch"])
     # Table 2: every row trained here by the same code and budget (no released checkpoint among them)
     rows = [x["model"] for x in cfg["tables"]["table2"]["rows"]]
-    assert all(dc.is_trained(cfg["models"][m]) for m in rows)
-    assert len({repr(dc.training_config(cfg, m, [])["optim"]) for m in rows}) == 1
+    assert all(plan.is_trained(cfg["models"][m]) for m in rows)
+    assert len({repr(plan.training_config(cfg, m, [])["optim"]) for m in rows}) == 1
     assert cfg["decode"]["max_new_tokens"] == "task" and isinstance(default_config()["decode"]["max_new_tokens"], int)
 
 
@@ -232,13 +238,13 @@ def test_case_study_config_structure():
         assert len(cases["multi_turn"]) == 2
         assert all(isinstance(c, list) and 2 <= len(c) <= 3 and all(isinstance(u, str) for u in c)
                    for c in cases["multi_turn"])
-        assert dc.case_conversations(cfg, "single_turn") == [[p] for p in cases["single_turn"]]
-        assert dc.case_conversations(cfg, "multi_turn") == cases["multi_turn"]
+        assert plan.case_conversations(cfg, "single_turn") == [[p] for p in cases["single_turn"]]
+        assert plan.case_conversations(cfg, "multi_turn") == cases["multi_turn"]
     # paper scale: the paper's own dialogues, verbatim (Tables 5 and 6)
     cases = paper_config()["tables"]["cases"]
     assert cases["single_turn"] == paper_cases.conversations("single_turn")
     assert cases["multi_turn"] == paper_cases.conversations("multi_turn")
-    assert "NVIDIA" in dc.case_summary(paper_config(), "multi_turn")
+    assert "NVIDIA" in plan_summaries.case_summary(paper_config(), "multi_turn")
     # a flat list of strings (the old single-conversation form) is rejected by the schema
     bad = default_config()
     bad["tables"]["cases"]["multi_turn"] = ["What is 2 + 3?", "Add 4."]
@@ -271,3 +277,31 @@ def test_end_to_end_ci_config(tmp_path):
     assert set(acc["status"]) <= {"ok", "n/a"}
     r2 = smk("-n", *args)
     assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
+
+
+@pytest.mark.parametrize("which", ["default", "paper"])
+def test_every_point_round_trips_through_decode_config(which):
+    """The DAG names a point by DecodeConfig.slug() and each job rebuilds it with from_slug(): the names of both
+    configs' jobs survive the round trip byte for byte (job lists and cached results are keyed by them)."""
+    cfg = default_config() if which == "default" else paper_config()
+    points = {p for job in plan.evaluation_jobs(cfg).values() for ps in job["points"].values() for p in ps}
+    assert points and "bd_b32_s8_t1_c0" in points
+    for p in points:
+        slug, limit = p.split("@")[0], plan.point_limit(p)
+        mode = DecodeConfig.slug_mode(p)
+        assert plan.point_name(mode, DecodeConfig.from_slug(p).point_fields(), limit) == p
+        assert DecodeConfig.from_slug(p).slug(mode) == slug
+    for runs in plan.bench_sweeps(cfg).values():
+        for r in runs:
+            assert DecodeConfig.from_dict(r["decode"]).validate().point_fields() == r["decode"]
+
+
+def test_report_rules_are_the_tables_and_figures():
+    import report_rules
+
+    rules = report_rules.report_rules(default_config())
+    assert [r["name"] for r in rules] == report_rules.TABLE_NAMES + report_rules.FIGURE_NAMES
+    assert len(rules) == 13 and len(report_rules.TABLE_NAMES) == 6
+    for r in rules:
+        assert (ROOT / "workflow" / "report" / f"{r['name']}.rst").is_file()
+        assert r["message"] is None or "{summary}" not in r["message"]

@@ -1,17 +1,17 @@
 rule evaluate:
-    """Accuracy of one model on a set of tasks and decoding points (dagconfig.evaluation_jobs: the Table 1-2
+    """Accuracy of one model on a set of tasks and decoding points (plan.evaluation_jobs: the Table 1-2
     points of a model in one job, its sweep points in jobs of a few each), the model loaded once.  The points are
     a param: adding or changing one reruns this job, which then measures only the new points -- points measured
     before with the same model, data, settings and code are reused from the model's cache."""
     input:
-        model=lambda wc: dc.model_inputs(config, EVAL_JOBS[wc.job]["model"]),
+        model=lambda wc: plan.model_inputs(config, EVAL_JOBS[wc.job]["model"]),
         data=lambda wc: [f for t in EVAL_JOBS[wc.job]["points"] for f in task_inputs(t)],
     output:
         f"{R}/accuracy/{{job}}.csv",
     params:
         model=lambda wc: EVAL_JOBS[wc.job]["model"],
         points=lambda wc: EVAL_JOBS[wc.job]["points"],
-        source=lambda wc: dc.model_source(config, EVAL_JOBS[wc.job]["model"]),
+        source=lambda wc: plan.model_source(config, EVAL_JOBS[wc.job]["model"]),
         label=lambda wc: config["models"][EVAL_JOBS[wc.job]["model"]].get("label", EVAL_JOBS[wc.job]["model"]),
         mode=lambda wc: config["models"][EVAL_JOBS[wc.job]["model"]]["mode"],
         data_paths=lambda wc: {t: task_data(t) for t in EVAL_JOBS[wc.job]["points"]},
@@ -19,13 +19,13 @@ rule evaluate:
         batch_size=config["eval"]["batch_size"],
         limit=config["eval"].get("limit"),
         cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
-        summary=lambda wc: dc.eval_summary(config, EVAL_JOBS[wc.job]),
+        summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job]),
     log:
         f"{LOGS}/accuracy/{{job}}.log",
     message:
         "accuracy {wildcards.job} -> {output}: {params.summary}"
     threads: 1
-    priority: lambda wc: dc.eval_priority(config, wc.job)
+    priority: lambda wc: plan.eval_priority(config, wc.job)
     conda:
         "../../environment.yml"
     resources:
@@ -40,15 +40,15 @@ rule case_study:
     """The case-study prompts answered by the model under test (roles.main_bd): single-turn, one prompt per case;
     multi-turn, a list of conversations, each user turn following the model's own previous answers."""
     input:
-        model=dc.model_inputs(config, dc.role(config, "main_bd")),
+        model=plan.model_inputs(config, plan.role(config, "main_bd")),
     output:
         f"{R}/cases/{{kind}}.csv",
     params:
-        source=lambda wc: dc.model_source(config, dc.role(config, "main_bd")),
-        model=dc.role(config, "main_bd"),
-        conversations=lambda wc: dc.case_conversations(config, wc.kind),
-        summary=lambda wc: dc.case_summary(config, wc.kind),
-        decode=dc.base_decode(config),
+        source=lambda wc: plan.model_source(config, plan.role(config, "main_bd")),
+        model=plan.role(config, "main_bd"),
+        conversations=lambda wc: plan.case_conversations(config, wc.kind),
+        summary=lambda wc: summaries.case_summary(config, wc.kind),
+        decode=plan.base_decode(config),
         max_new_tokens=config["tables"]["cases"]["max_new_tokens"],
     log:
         f"{LOGS}/cases/{{kind}}.log",

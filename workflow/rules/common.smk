@@ -4,17 +4,20 @@ import sys
 
 from snakemake.utils import validate
 
-sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "scripts"))
-import dagconfig as dc  # noqa: E402
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
+import plan  # noqa: E402  (the DAG plan as data: models, points, sweeps)
+import plan_checks  # noqa: E402
+import plan_summaries as summaries  # noqa: E402  (dry-run messages)
+import report_rules  # noqa: E402  (the tables and figures)
 
 # a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
-dc.validate_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+plan_checks.validate_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
-dc.check(config)
+plan_checks.check(config)
 
 RESULTS = config["results_dir"]
-R = dc.run_dir(config)  # intermediate results of this scale: results/<scale>/...
+R = plan.run_dir(config)  # intermediate results of this scale: results/<scale>/...
 LOGS = f"{R}/logs"
 SCRIPTS = os.path.join(workflow.basedir, "workflow", "scripts")
 TABLES_DIR = f"{RESULTS}/tables"
@@ -22,36 +25,21 @@ FIGURES_DIR = f"{RESULTS}/figures"
 GPU = 1 if config["gpu"] else 0
 SYN = config["data"].get("synthetic", {})
 
-TABLE_NAMES = [
-    "table1_main",
-    "table2_recipe_ablation",
-    "table3_subblock_size",
-    "table4_block_size_mismatch",
-    "table5_case_single_turn",
-    "table6_case_multi_turn",
-]
-FIGURE_NAMES = [
-    "fig1a_throughput_vs_accuracy",
-    "fig1b_throughput_batch",
-    "fig_threshold_gsm8k",
-    "fig_gpu_batch_throughput",
-    "fig_subblock_accuracy",
-    "fig_subblock_throughput",
-    "fig_attention_masks",
-]
+TABLE_NAMES = report_rules.TABLE_NAMES
+FIGURE_NAMES = report_rules.FIGURE_NAMES
 ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in ("md", "tex")]
 ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")]
 
-EVAL_JOBS = dc.evaluation_jobs(config)
-ACCURACY_CSVS = [dc.accuracy_path(config, j) for j in EVAL_JOBS]
-SWEEPS = dc.bench_sweeps(config)
+EVAL_JOBS = plan.evaluation_jobs(config)
+ACCURACY_CSVS = [plan.accuracy_path(config, j) for j in EVAL_JOBS]
+SWEEPS = plan.bench_sweeps(config)
 THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
-TRAINED = dc.trained_models(config)
-SYN_FILES = dc.synthetic_files(config)
+TRAINED = plan.trained_models(config)
+SYN_FILES = plan.synthetic_files(config)
 
 
 def train_files(model):
-    return dc.train_files(config, model)
+    return plan.train_files(config, model)
 
 
 def train_inputs(model):
@@ -69,15 +57,15 @@ if MISSING_TRAIN_FILES:
 
 def task_data(task):
     """Local test data of a task: the synthetic files, or data.eval_paths (else the task loads it itself)."""
-    if task in dc.TASK_DATA_KEYS:
-        return SYN_FILES[dc.TASK_DATA_KEYS[task]]
+    if task in plan.TASK_DATA_KEYS:
+        return SYN_FILES[plan.TASK_DATA_KEYS[task]]
     p = config["data"].get("eval_paths", {}).get(task)
-    return dc.shared_path(config, p) if p else None
+    return plan.shared_path(config, p) if p else None
 
 
 def task_inputs(task):
     p = task_data(task)
-    return [p] if p and task in dc.TASK_DATA_KEYS else []
+    return [p] if p and task in plan.TASK_DATA_KEYS else []
 
 
 def model_mem_mb(wildcards, attempt):
@@ -86,3 +74,25 @@ def model_mem_mb(wildcards, attempt):
 
 def model_runtime(wildcards, attempt):
     return (240 if config["scale"].startswith("paper") else 30) * attempt
+
+
+# inputs and outputs of the table and figure rules (workflow/rules/reports.smk)
+REPORT_INPUTS = {
+    "acc": f"{R}/accuracy.csv",
+    "train": f"{R}/training_metrics.csv",
+    "thr": f"{R}/throughput.csv",
+    "cases_single_turn": f"{R}/cases/single_turn.csv",
+    "cases_multi_turn": f"{R}/cases/multi_turn.csv",
+    "gpu": plan.gpu_result_files(RESULTS),
+}
+# named inputs as the scripts read them: the case studies' CSV is `cases`
+REPORT_INPUT_NAMES = {"cases_single_turn": "cases", "cases_multi_turn": "cases"}
+
+
+def report_outputs(spec):
+    """Tables: md (in the HTML report) + tex; figures: png (in the report) + pdf."""
+    name, kind = spec["name"], spec["kind"]
+    first, second = ("md", "tex") if kind == "table" else ("png", "pdf")
+    folder, category = (TABLES_DIR, "Tables") if kind == "table" else (FIGURES_DIR, "Figures")
+    return {first: report(f"{folder}/{name}.{first}", caption=f"../report/{name}.rst", category=category),
+            second: f"{folder}/{name}.{second}"}

@@ -3,18 +3,18 @@ rule train_model:
     the checkpoints under run/checkpoints (not a declared output, so Snakemake keeps them)."""
     input:
         data=lambda wc: train_inputs(wc.model),
-        init=lambda wc: dc.init_inputs(config, wc.model),
+        init=lambda wc: plan.init_inputs(config, wc.model),
     output:
         final=protected(directory(f"{R}/models/{{model}}/run/final")),
         metrics=f"{R}/models/{{model}}/training_metrics.csv",
     params:
-        cfg=lambda wc: dc.training_config(config, wc.model, train_files(wc.model)),
+        cfg=lambda wc: plan.training_config(config, wc.model, train_files(wc.model)),
         run_dir=lambda wc: f"{R}/models/{wc.model}/run",
         recipe=lambda wc: config["models"][wc.model]["train"]["recipe"],
     log:
         f"{LOGS}/train/{{model}}.log",
-    threads: lambda wc: dc.train_threads(config, wc.model)
-    priority: lambda wc: dc.train_priority(config, wc.model)
+    threads: lambda wc: plan.train_threads(config, wc.model)
+    priority: lambda wc: plan.train_priority(config, wc.model)
     conda:
         "../../environment.yml"
     resources:

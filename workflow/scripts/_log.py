@@ -1,4 +1,6 @@
-"""Run a workflow script with stdout/stderr (progress bars included) going to its Snakemake log file."""
+"""Run a workflow script with stdout/stderr (progress bars included) going to its Snakemake log file.
+
+Every script imports this module first; it also puts ``workflow/lib`` (the DAG plan) on the import path."""
 from __future__ import annotations
 
 import contextlib
@@ -6,6 +8,8 @@ import logging
 import os
 import sys
 import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
 
 
 @contextlib.contextmanager

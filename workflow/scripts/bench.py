@@ -7,14 +7,15 @@ from _log import logged  # noqa: E402
 with logged(snakemake):  # noqa: F821
     import torch
 
+    import jobs
+    import plan
     from fastdllm_core import bench
+    from fastdllm_core.config import DecodeConfig
     from fastdllm_core.provenance import write_csv_atomic
-
-    import dagconfig as dc
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
-    device = dc.require_device(config)
+    device = jobs.require_device(config)
     if sm.wildcards.sweep == "gpu_batch" and device != "cuda":
         raise RuntimeError("the gpu_batch sweep measures GPU throughput and needs CUDA; it is left out when gpu: false")
     bcfg = p.bench
@@ -22,7 +23,7 @@ with logged(snakemake):  # noqa: F821
     # torch threads (default 1: a tiny model at small batch gains nothing from more, and a lone thread cannot
     # collapse on a busy machine); each row records the threads and how busy the host was
     torch.set_num_threads(int(bcfg.get("threads", 1)))
-    if p.prompts_task in dc.SYNTH_TASKS:  # the user turns the accuracy evaluation sends, item by item
+    if p.prompts_task in plan.SYNTH_TASKS:  # the user turns the accuracy evaluation sends, item by item
         from fastdllm_core.evaluation.synthetic import user_prompts
 
         texts = user_prompts(p.prompts_task, p.prompts_path)
@@ -40,11 +41,11 @@ with logged(snakemake):  # noqa: F821
         prompts = bench.encode_prompts(bm.tokenizer, texts)
         print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {p.prompts_path}")
         for run in runs:
-            d = run["decode"]
+            d = DecodeConfig.from_dict(dict(run["decode"]))
             cfg = bench.SweepConfig(
-                modes=(run["mode"],), ar_baselines=("hf",), thresholds=(float(d["threshold"]),),
-                sub_block_sizes=(int(d["sub_block_size"]),), sub_block_cache=(bool(d["use_sub_block_cache"]),),
-                batch_sizes=(int(run["batch_size"]),), block_size=int(d["block_size"]),
+                modes=(run["mode"],), ar_baselines=("hf",), thresholds=(float(d.threshold),),
+                sub_block_sizes=(int(d.sub_block_size),), sub_block_cache=(bool(d.use_sub_block_cache),),
+                batch_sizes=(int(run["batch_size"]),), block_size=int(d.block_size),
                 max_new_tokens=int(bcfg["max_new_tokens"]), grid="cross", warmup=int(bcfg.get("warmup", 1)),
                 repeats=int(bcfg.get("repeats", 1)), profile=False, seed=int(config["seed"]))
             meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}

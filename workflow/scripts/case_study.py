@@ -7,17 +7,18 @@ sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
 from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
-    import dagconfig as dc
+    import jobs
     from analysis import paper_cases
-    from fastdllm_core.decoding import DecodeConfig, bd_generate
+    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decoding import bd_generate
     from fastdllm_core.model import load_model
     from fastdllm_core.provenance import run_metadata, write_csv_atomic
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
-    device = dc.require_device(config)
+    device = jobs.require_device(config)
     lm = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
-    decode = DecodeConfig(**p.decode, max_new_tokens=int(p.max_new_tokens)).validate()
+    decode = DecodeConfig.from_dict(dict(p.decode), max_new_tokens=int(p.max_new_tokens)).validate()
     convs = [list(turns) for turns in p.conversations]
     meta = run_metadata({"kind": sm.wildcards.kind, "conversations": convs, "decode": dict(p.decode)},
                         seed=config["seed"], device=device)

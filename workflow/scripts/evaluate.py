@@ -13,22 +13,23 @@ with logged(snakemake):  # noqa: F821
     import json
     from pathlib import Path
 
-    import dagconfig as dc
-    from fastdllm_core.decoding import DecodeConfig
+    import jobs
+    import plan
+    from fastdllm_core.config import DecodeConfig
     from fastdllm_core.provenance import config_hash, run_metadata, write_csv_atomic, write_json_atomic
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
-    device = dc.require_device(config)
-    model_files = dc.fingerprint_files(sm.input.model)
-    code = dc.code_fingerprint()
+    device = jobs.require_device(config)
+    model_files = jobs.fingerprint_files(sm.input.model)
+    code = jobs.code_fingerprint()
     # max_new_tokens: an integer for every task, or "task" (each benchmark's own; the row records the length used)
     task_len = str(p.max_new_tokens) == "task"
     rows_by_point, todo = {}, []
     for task, points in p.points.items():
         data_path = p.data_paths[task]
         base_key = {"source": p.source, "model_files": model_files,
-                    "data": dc.fingerprint_files([data_path] if data_path else []), "task": task, "mode": p.mode,
+                    "data": jobs.fingerprint_files([data_path] if data_path else []), "task": task, "mode": p.mode,
                     "max_new_tokens": p.max_new_tokens, "batch_size": p.batch_size, "limit": p.limit,
                     "seed": config["seed"], "device": device, "dtype": config.get("dtype", "auto"), "code": code}
         for point in points:
@@ -53,19 +54,19 @@ with logged(snakemake):  # noqa: F821
         loaded = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
         for task, point, key, base_key in todo:
             cache = Path(p.cache_dir) / task
-            dec = dc.parse_point(point)
-            decode = DecodeConfig(**(dec or {}), **({} if task_len else {"max_new_tokens": int(p.max_new_tokens)}))
+            decode = DecodeConfig.from_slug(point, **({} if task_len else {"max_new_tokens": int(p.max_new_tokens)}))
             decode.validate()
+            point_fields = decode.point_fields() if DecodeConfig.slug_mode(point) == "bd" else {}
             extra = {"model_key": p.model, "scale": config["scale"], "point": point}
             try:
                 rows = run_task(loaded, task, mode=p.mode, decode=decode, batch_size=int(p.batch_size),
-                                limit=dc.point_limit(point) or p.limit, out_dir=cache / point,
+                                limit=plan.point_limit(point) or p.limit, out_dir=cache / point,
                                 data_path=p.data_paths[task], model_label=p.label, seed=int(config["seed"]),
                                 extra=extra, device=device, max_new_tokens="task" if task_len else None)
             except TaskUnavailable as exc:
                 print(f"{task} {point}: task unavailable: {exc.reason}")
                 rows = [{"model": p.source, "model_label": p.label, "task": task, "metric": "", "value": "",
-                         "n": 0, "status": "n/a", "note": exc.reason, "mode": p.mode, **(dec or {}),
+                         "n": 0, "status": "n/a", "note": exc.reason, "mode": p.mode, **point_fields,
                          "max_new_tokens": "", **extra,
                          **run_metadata({"task": task, "point": point}, seed=config["seed"], device=device)}]
             for r in rows:  # the DAG's model key in `model`; the loaded source kept beside it

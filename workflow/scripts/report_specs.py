@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-import dagconfig as dc
+import plan
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
@@ -32,7 +32,7 @@ def column_specs(config: dict, ids: list[str], with_avg: bool = False) -> list[d
     if with_avg:
         # the paper's Avg. is over its nine columns: a mean over fewer is labelled partial, never differenced
         out.append({"id": "avg", "title": TABLE1_COLUMNS["avg"], "average_of": list(ids),
-                    "paper_columns": list(dc.AVG_COLUMNS)})
+                    "paper_columns": list(plan.AVG_COLUMNS)})
     return out
 
 
@@ -48,10 +48,10 @@ def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
     when it sits beside rows trained here (different code, data and budget: a confound the table must show)."""
     models = config["models"]
     rows = [r["model"] for r in config["tables"]["table2"]["rows"]]
-    released = [m for m in rows if not dc.is_trained(models[m])]
-    trained = [m for m in rows if dc.is_trained(models[m])]
+    released = [m for m in rows if not plan.is_trained(models[m])]
+    trained = [m for m in rows if plan.is_trained(models[m])]
     if not released:
-        budgets = {repr(dc.training_config(config, m, []).get("optim")) for m in trained}
+        budgets = {repr(plan.training_config(config, m, []).get("optim")) for m in trained}
         inits = {models[m]["train"]["init"] for m in trained}
         same = len(budgets) == 1 and len(inits) == 1
         return {}, ("All recipes are trained here by the same code" + (", from the same AR base with the same "
@@ -65,13 +65,13 @@ def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
 
 def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> T.Table:
     acc = acc if acc is not None else pd.DataFrame()
-    scale, base, abl = config["scale"], dc.base_decode(config), dc.role(config, "ablation_bd")
+    scale, base, abl = config["scale"], plan.base_decode(config), plan.role(config, "ablation_bd")
     t = config["tables"]
     notes = [scale_note(config)]
     if name == "table1_main":
         groups = [{"label": label(config, r["model"]), "model": r["model"], "paper_row": r.get("paper_row"),
                    "decode": base} for r in t["table1"]["rows"]]
-        cols = column_specs(config, dc.AVG_COLUMNS, with_avg=True)
+        cols = column_specs(config, plan.AVG_COLUMNS, with_avg=True)
         notes.append(f"Decoding: block {base['block_size']}, sub-block {base['sub_block_size']}, threshold "
                      f"{base['threshold']}, sub-block cache {'on' if base['use_sub_block_cache'] else 'off'}; "
                      "AR rows use greedy autoregressive decoding.")
@@ -124,7 +124,7 @@ def _index_of(values: list, v) -> int | None:
     return values.index(v) if v in values else None
 
 
-# The throughput sweep (dagconfig.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
+# The throughput sweep (plan.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
 # measured together, and the same setting measured by another sweep is another measurement.
 FIGURE_SWEEPS = {"fig1a_throughput_vs_accuracy": "batch", "fig1b_throughput_batch": "batch",
                  "fig_threshold_gsm8k": "threshold", "fig_gpu_batch_throughput": "gpu_batch",
@@ -144,25 +144,25 @@ def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frame
     acc = acc if acc is not None else pd.DataFrame()
     thr = thr if thr is not None else pd.DataFrame()
     scale, f = config["scale"], config["figures"]
-    abl, speed_bd, speed_ar = (dc.role(config, r) for r in ("ablation_bd", "speed_bd", "speed_ar"))
+    abl, speed_bd, speed_ar = (plan.role(config, r) for r in ("ablation_bd", "speed_bd", "speed_ar"))
     if name == "fig1a_throughput_vs_accuracy":
         task, metric = _col(config, "threshold")
-        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": [_model_spec(config, m) for m in dc.fig1a_models(config)],
+        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": [_model_spec(config, m) for m in plan.fig1a_models(config)],
                                                   "ar_reference": speed_ar, "bd_reference": speed_bd,
                                                   "task": task, "metric": metric,
-                                                  "speed_decode": dc.speed_decode(config), "batch": 1,
+                                                  "speed_decode": plan.speed_decode(config), "batch": 1,
                                                   "sweep": FIGURE_SWEEPS[name]},
                                        scale, png, pdf)
     elif name == "fig1b_throughput_batch":
         F.fig1b_throughput_batch(thr, {"models": [_model_spec(config, m) for m in (speed_bd, speed_ar)],
                                        "bd_model": speed_bd, "batches": f["batch"]["batches"],
-                                       "speed_decode": dc.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                       "speed_decode": plan.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                  scale, png, pdf)
     elif name == "fig_threshold_gsm8k":
         task, metric = _col(config, "threshold")
         F.fig_threshold_gsm8k(acc, thr, {"model": speed_bd, "label": label(config, speed_bd), "task": task,
                                          "metric": metric, "thresholds": f["threshold"]["thresholds"],
-                                         "decode": dc.base_decode(config), "batch": f["threshold"]["batch"],
+                                         "decode": plan.base_decode(config), "batch": f["threshold"]["batch"],
                                          "sweep": FIGURE_SWEEPS[name]},
                               scale, png, pdf)
     elif name == "fig_gpu_batch_throughput":
@@ -170,18 +170,18 @@ def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frame
         allthr = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         F.fig_gpu_batch_throughput(allthr, {"ar_model": speed_ar, "bd_model": speed_bd,
                                             "ar_label": label(config, speed_ar), "bd_label": label(config, speed_bd),
-                                            "decode": dc.gpu_batch_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                            "decode": plan.gpu_batch_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                    png, pdf)
     elif name == "fig_subblock_accuracy":
         task, metric = _col(config, "subblock")
         F.fig_subblock_accuracy(acc, {"model": abl, "label": label(config, abl), "task": task, "metric": metric,
                                       "sub_blocks": f["subblock"]["sub_blocks"], "caches": f["subblock"]["caches"],
-                                      "decode": dc.speed_decode(config)}, scale, png, pdf)
+                                      "decode": plan.speed_decode(config)}, scale, png, pdf)
     elif name == "fig_subblock_throughput":
         F.fig_subblock_throughput(thr, {"model": abl, "label": label(config, abl),
                                         "sub_blocks": f["subblock"]["sub_blocks"],
                                         "caches": f["subblock"]["caches"], "batches": f["subblock"]["batches"],
-                                        "decode": dc.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                        "decode": plan.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                   scale, png, pdf)
     elif name == "fig_attention_masks":
         F.fig_attention_masks(png, pdf, f["masks"]["seq_len"], f["masks"]["block_size"])

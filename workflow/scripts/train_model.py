@@ -10,7 +10,7 @@ with logged(snakemake):  # noqa: F821
 
     import yaml
 
-    import dagconfig as dc
+    import jobs
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
 
     sm = snakemake  # noqa: F821
@@ -21,7 +21,7 @@ with logged(snakemake):  # noqa: F821
                                         f"{sm.wildcards.model}.train:)")
     if warning:  # first line of the job's output: never the paper-scale budget silently
         print(warning, flush=True)
-    dc.require_device(sm.config)
+    jobs.require_device(sm.config)
     missing = [f for f in cfg["data"]["train_files"] if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "

@@ -1,0 +1,309 @@
+"""The DAG plan as data: which models are trained or loaded, and which decoding points, evaluation jobs and
+throughput sweeps every table and figure needs.  Pure functions of the config (no Snakemake, no torch), imported
+by ``workflow/rules/common.smk`` and unit-tested on their own (``tests/test_workflow.py``).
+
+A decoding *point* is a :class:`~fastdllm_core.config.DecodeConfig` named by its :meth:`~DecodeConfig.slug`
+(``ar``, ``bd_b32_s8_t1_c0``), with ``@N`` appended when it is measured on the first N test items only; a job
+rebuilds the setting with :meth:`DecodeConfig.from_slug` and the limit with :func:`point_limit`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastdllm_core.config import SLUG_FIELDS, DecodeConfig
+from fastdllm_core.configkeys import merge_config
+from fastdllm_core.evaluation.synthetic import TASKS as SYNTH_TASKS
+
+# a synthetic task -> the key of its test file among the synthetic suite's files (synthetic_files)
+TASK_DATA_KEYS = {t: f"{t}_test" for t in SYNTH_TASKS}
+DATASETS = ("pretrain", "sft", "adapt")  # the synthetic suite's training files (models.<m>.train.dataset)
+AVG_COLUMNS = ["humaneval_base", "humaneval_plus", "mbpp_base", "mbpp_plus", "gsm8k", "math", "ifeval", "mmlu", "gpqa"]
+
+
+# Which model each table and figure uses (config `roles:`): role -> (required mode, what uses it).  The paper's
+# ablations (Tables 3, 4; Figure 6) are on the 1.5B model; its speed comparisons (Figures 1, 4, 5) set
+# Fast-dLLM v2 (7B) against Qwen2.5-7B-Instruct; its case studies (Tables 5, 6) are Fast-dLLM v2 (7B).
+ROLES = {
+    "main_bd": ("bd", "the model under test: case studies (Tables 5, 6)"),
+    "main_ar": ("ar", "the AR reference of the model under test (speedup_vs_main_ar of throughput rows)"),
+    "ablation_bd": ("bd", "Tables 3, 4 and Figure 6 (a, b): decoding ablations (the paper's 1.5B model)"),
+    "speed_bd": ("bd", "Figures 1a, 1b, 4 (threshold sweep) and 5: block diffusion in the speed comparisons "
+                       "(the paper's Fast-dLLM v2 7B)"),
+    "speed_ar": ("ar", "Figures 1a, 1b and 5: the AR side of the speed comparisons (the paper's Qwen2.5-7B-Instruct)"),
+}
+
+
+def role(config: dict, name: str) -> str:
+    """The model key that plays ``name`` (one of :data:`ROLES`)."""
+    return config["roles"][name]
+
+
+def tasks(config: dict) -> list[str]:
+    return list(dict.fromkeys(c["task"] for c in config["columns"].values() if "task" in c))
+
+
+def col_task(config: dict, col: str) -> str | None:
+    return config["columns"][col].get("task")
+
+
+# ------------------------------------------------------------------------------------------------- models
+def uses_released(m: dict) -> bool:
+    return bool(m.get("source")) and (m.get("use_released", True) or "train" not in m)
+
+
+def is_trained(m: dict) -> bool:
+    return "train" in m and not uses_released(m)
+
+
+def run_dir(config: dict) -> str:
+    return f"{config['results_dir']}/{config['scale']}"
+
+
+def shared_path(config: dict, p: str) -> str:
+    return p.replace("{shared}", config.get("shared_dir", "../shared"))
+
+
+def model_final(config: dict, name: str) -> str:
+    return f"{run_dir(config)}/models/{name}/run/final"
+
+
+def model_source(config: dict, name: str) -> str:
+    """What ``load_model`` gets: the trained checkpoint directory, or the released source (Hub id / dir / gguf)."""
+    m = config["models"][name]
+    return model_final(config, name) if is_trained(m) else shared_path(config, m["source"])
+
+
+def model_inputs(config: dict, name: str) -> list[str]:
+    """Snakemake inputs of a job using model ``name`` (the checkpoint when it is trained here)."""
+    return [model_final(config, name)] if is_trained(config["models"][name]) else []
+
+
+def trained_models(config: dict) -> list[str]:
+    return [n for n, m in config["models"].items() if is_trained(m)]
+
+
+def init_inputs(config: dict, name: str) -> list[str]:
+    init = config["models"][name]["train"]["init"]
+    return model_inputs(config, init) if init in config["models"] else []
+
+
+def synthetic_files(config: dict) -> dict[str, str]:
+    """The synthetic suite's files (training datasets and test sets) under ``results/<scale>/data/synthetic``."""
+    root = f"{run_dir(config)}/data/synthetic"
+    files = {d: f"{root}/{d}.jsonl" for d in DATASETS}
+    files.update({f"{t}_test": f"{root}/{task.test_file}" for t, task in SYNTH_TASKS.items()})
+    return files
+
+
+def train_files(config: dict, name: str) -> list[str]:
+    """Training files of model ``name``: its synthetic ``train.dataset`` (when the suite is enabled), and for
+    the adaptation data (``dataset: adapt``, the default) the external ``data.train_files``."""
+    dataset = config["models"][name]["train"].get("dataset", "adapt")
+    files = [synthetic_files(config)[dataset]] if config["data"].get("synthetic", {}).get("enabled") else []
+    if dataset == "adapt":
+        files += [shared_path(config, f) for f in config["data"].get("train_files", [])]
+    return files
+
+
+def training_config(config: dict, name: str, train_files: list[str]) -> dict:
+    """The ``fastdllm train`` config of model ``name``: config.training, overridden by the model's train block
+    (:func:`fastdllm_core.configkeys.merge_config`, the merge ``fastdllm train`` uses for its defaults)."""
+    m = config["models"][name]["train"]
+    cfg = merge_config(config.get("training", {}),
+                       {k: v for k, v in m.items() if k not in ("init", "dataset", "processes")})
+    init = m["init"]
+    cfg.setdefault("model", {})
+    cfg["model"]["init"] = (model_final(config, init) if init in config["models"]
+                            and is_trained(config["models"][init]) else
+                            model_source(config, init) if init in config["models"] else shared_path(config, init))
+    cfg.setdefault("data", {})
+    cfg["data"]["train_files"] = list(train_files)
+    cfg.setdefault("train", {})
+    if config.get("device") in ("cpu", "cuda"):
+        cfg["train"]["device"] = config["device"]
+    return cfg
+
+
+def train_threads(config: dict, name: str) -> int:
+    """Cores of model ``name``'s training job: ``train.processes`` (default 1).  On the CPU they are data-parallel
+    processes of one thread each; Snakemake caps them at ``--cores`` and runs other jobs beside a 1-core job."""
+    return int(config["models"][name]["train"].get("processes", 1))
+
+
+RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1}
+
+
+def train_priority(config: dict, name: str) -> int:
+    """Snakemake priority of a training job: the costlier recipe first (the complementary-mask recipe costs
+    twice the others), so that the longest job does not end up last on the critical path."""
+    return 10 + RECIPE_COST.get(config["models"][name]["train"]["recipe"], 0)
+
+
+def eval_priority(config: dict, job: str) -> int:
+    """Evaluation jobs of the models the sweeps use come first among evaluations (they have the most points)."""
+    model = evaluation_jobs(config)[job]["model"]
+    return 1 if model in {role(config, r) for r in ("ablation_bd", "speed_bd")} else 0
+
+
+def gpu_result_files(results_dir: str) -> list[str]:
+    """Committed GPU throughput CSVs (``results/gpu/**/*.csv``)."""
+    root = Path(results_dir) / "gpu"
+    return sorted(str(p) for p in root.rglob("*.csv")) if root.is_dir() else []
+
+
+# ------------------------------------------------------------------------------------------------- points
+def point_name(mode: str, decode: dict | None, limit: int | None = None) -> str:
+    """The point of ``mode`` at the setting ``decode`` (a dict of :data:`SLUG_FIELDS`):
+    ``DecodeConfig.slug()``, with ``@limit`` for a sweep measured on the first ``limit`` items (never for AR)."""
+    slug = DecodeConfig.from_dict(decode or {}).slug(mode)
+    return f"{slug}@{limit}" if limit and mode != "ar" else slug
+
+
+def point_limit(point: str) -> int | None:
+    """The number of test items of a point measured on a prefix of the test set (``<point>@N``), else None."""
+    return int(point.rsplit("@", 1)[1]) if "@" in point else None
+
+
+def base_decode(config: dict) -> dict:
+    """The accuracy setting (config ``decode:``) as a dict of the fields a point carries."""
+    d = config["decode"]
+    return {k: d[k] for k in SLUG_FIELDS}
+
+
+def speed_decode(config: dict) -> dict:
+    """The speed setting of the throughput figures: ``speed_threshold`` (and the sub-block cache when
+    ``speed_use_sub_block_cache``), the rest as the accuracy setting."""
+    return dict(base_decode(config), threshold=config["speed_threshold"],
+                use_sub_block_cache=bool(config.get("speed_use_sub_block_cache",
+                                                    config["decode"]["use_sub_block_cache"])))
+
+
+def gpu_batch_decode(config: dict) -> dict:
+    """Figure 5's setting (the paper: threshold 0.9 with the sub-block cache on)."""
+    return dict(speed_decode(config),
+                use_sub_block_cache=bool(config["figures"]["gpu_batch"].get("use_sub_block_cache", True)))
+
+
+def fig1a_models(config: dict) -> list[str]:
+    """Models drawn in Figure 1a: the speed pair (speed_bd vs speed_ar, whose ratio is the speed-up) and the
+    other Table 1 rows as context points."""
+    out = [role(config, "speed_bd"), role(config, "speed_ar")]
+    return out + [r["model"] for r in config["tables"]["table1"]["rows"] if r["model"] not in out]
+
+
+def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
+    """Every (model, task, point) some table or figure needs, deduplicated.
+
+    Tables 1 and 2 use every test item; the sweeps (Tables 3-4, the figures) use the first ``eval.sweep_limit``
+    items (the point is then named ``<point>@N``), unless the same point is measured on all items anyway."""
+    pts: list[tuple[str, str, str]] = []
+    models = config["models"]
+    sweep_limit = config["eval"].get("sweep_limit")
+
+    def add(model, task, decode, sweep=False):
+        if task is None:
+            return
+        p = point_name(models[model]["mode"], decode, sweep_limit if sweep else None)
+        if (model, task, p) not in pts:
+            pts.append((model, task, p))
+
+    base, abl, speed_bd = base_decode(config), role(config, "ablation_bd"), role(config, "speed_bd")
+    t1_tasks = tasks(config)
+    for row in config["tables"]["table1"]["rows"]:
+        for t in t1_tasks:
+            add(row["model"], t, base)
+    for row in config["tables"]["table2"]["rows"]:
+        for c in config["tables"]["table2"]["columns"]:
+            add(row["model"], col_task(config, c), base)
+    for s in config["tables"]["table3"]["sub_blocks"]:
+        for c in config["tables"]["table3"]["columns"]:
+            add(abl, col_task(config, c), dict(base, sub_block_size=s), sweep=True)
+    for b in config["tables"]["table4"]["block_sizes"]:
+        for c in config["tables"]["table4"]["columns"]:
+            add(abl, col_task(config, c), dict(base, block_size=b, sub_block_size=b), sweep=True)
+    f = config["figures"]
+    for th in f["threshold"]["thresholds"]:
+        add(speed_bd, col_task(config, f["threshold"]["column"]), dict(base, threshold=th), sweep=True)
+    for m in fig1a_models(config):  # fig 1a: accuracy at the speed setting
+        add(m, col_task(config, f["threshold"]["column"]), speed_decode(config), sweep=True)
+    for s in f["subblock"]["sub_blocks"]:
+        for cache in f["subblock"]["caches"]:
+            add(abl, col_task(config, f["subblock"]["column"]),
+                dict(speed_decode(config), sub_block_size=s, use_sub_block_cache=cache), sweep=True)
+    full = set(pts)  # a sweep point also measured on every item is taken from that measurement
+    return [(m, t, p) for m, t, p in pts if "@" not in p or (m, t, p.split("@")[0]) not in full]
+
+
+def evaluations(config: dict) -> dict[tuple[str, str], list[str]]:
+    """(model, task) -> the decoding points to evaluate, in first-needed order."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for m, t, p in accuracy_points(config):
+        out.setdefault((m, t), []).append(p)
+    return out
+
+
+SWEEP_POINTS_PER_JOB = 8
+
+
+def evaluation_jobs(config: dict) -> dict[str, dict]:
+    """Evaluation jobs: ``{job: {"model": m, "points": {task: [points]}}}``.
+
+    A model's full-test-set points (Tables 1-2) form one job named after the model (loaded once for all its
+    tasks); its sweep points (``<point>@N``) are split into jobs ``<model>.sweep<k>`` of at most
+    :data:`SWEEP_POINTS_PER_JOB` points, so that a model with many decoding settings is evaluated on every core."""
+    jobs: dict[str, dict] = {}
+    sweeps: dict[str, list[tuple[str, str]]] = {}
+    for (m, t), pts in evaluations(config).items():
+        for p in pts:
+            if "@" in p:
+                sweeps.setdefault(m, []).append((t, p))
+            else:
+                jobs.setdefault(m, {"model": m, "points": {}})["points"].setdefault(t, []).append(p)
+    for m, items in sweeps.items():
+        for k in range(0, len(items), SWEEP_POINTS_PER_JOB):
+            job = jobs.setdefault(f"{m}.sweep{k // SWEEP_POINTS_PER_JOB + 1}", {"model": m, "points": {}})
+            for t, p in items[k:k + SWEEP_POINTS_PER_JOB]:
+                job["points"].setdefault(t, []).append(p)
+    return jobs
+
+
+def accuracy_path(config: dict, job: str) -> str:
+    """One CSV per evaluation job (see :func:`evaluation_jobs`)."""
+    return f"{run_dir(config)}/accuracy/{job}.csv"
+
+
+def case_conversations(config: dict, kind: str) -> list[list[str]]:
+    """The case studies of ``kind`` as conversations (lists of user turns): single_turn, one per prompt."""
+    c = config["tables"]["cases"][kind]
+    return [[m] for m in c] if kind == "single_turn" else [list(turns) for turns in c]
+
+
+# ------------------------------------------------------------------------------------------------- sweeps
+def bench_sweeps(config: dict) -> dict[str, list[dict]]:
+    """Throughput sweeps: name -> list of runs {model, mode, batch_size, decode}."""
+    models, f = config["models"], config["figures"]
+    abl, speed_bd, speed_ar = role(config, "ablation_bd"), role(config, "speed_bd"), role(config, "speed_ar")
+    sp = speed_decode(config)
+    # Figure 1b: the speed pair at every batch size; Figure 1a: every drawn model at batch 1
+    pair = [speed_bd, speed_ar]
+    batch_runs = [(m, b) for m in pair for b in f["batch"]["batches"]]
+    batch_runs += [(m, 1) for m in fig1a_models(config) if (m, 1) not in batch_runs]
+    sweeps = {
+        "batch": [{"model": m, "mode": models[m]["mode"], "batch_size": b, "decode": sp} for m, b in batch_runs],
+        "threshold": [{"model": speed_bd, "mode": "bd", "batch_size": f["threshold"]["batch"],
+                       "decode": dict(base_decode(config), threshold=t)} for t in f["threshold"]["thresholds"]],
+        "subblock": [{"model": abl, "mode": "bd", "batch_size": b,
+                      "decode": dict(sp, sub_block_size=s, use_sub_block_cache=c)}
+                     for b in f["subblock"]["batches"] for s in f["subblock"]["sub_blocks"]
+                     for c in f["subblock"]["caches"]],
+    }
+    if config["gpu"]:
+        gd = gpu_batch_decode(config)
+        sweeps["gpu_batch"] = (
+            [{"model": speed_ar, "mode": "ar", "batch_size": b, "decode": gd} for b in f["gpu_batch"]["batches"]]
+            + [{"model": speed_bd, "mode": "bd", "batch_size": b, "decode": gd} for b in f["gpu_batch"]["batches"]])
+    return sweeps
+
+
+def sweep_models(config: dict, sweep: str) -> list[str]:
+    return list(dict.fromkeys(r["model"] for r in bench_sweeps(config)[sweep]))

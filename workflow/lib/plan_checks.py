@@ -1,0 +1,198 @@
+"""The DAG config's checks: the JSON schema (a failure in one line naming the field, the bad value and what is
+allowed) and the semantic checks the schema cannot express.  Run at parse time by ``workflow/rules/common.smk``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import plan
+
+class ConfigError(ValueError):
+    pass
+
+
+def _fail(field: str, msg: str):
+    raise ConfigError(f"config field {field}: {msg}")
+
+
+# ------------------------------------------------------------------------------------------------- schema
+def validate_schema(config: dict, schema_path) -> None:
+    """Validate ``config`` against the JSON schema; on failure raise a short :class:`ConfigError` naming the
+    field, the bad value and what is allowed (jsonschema's best match), instead of Snakemake's dump of the schema
+    and the instance (hundreds of lines for a misspelled top-level key)."""
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = list(validator.iter_errors(config))
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    more = f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after fixing this one may show)" \
+        if len(errors) > 1 else ""
+    raise ConfigError(explain_schema_error(best) + more)
+
+
+def _short(v, n: int = 80) -> str:
+    import json
+
+    try:
+        text = json.dumps(v, default=str)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def explain_schema_error(e) -> str:
+    """One line: ``config field <path>: <bad value>; allowed: <what>``."""
+    import difflib
+
+    def dotted(parts) -> str:
+        out = ""
+        for p in parts:
+            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        return out
+
+    path = list(e.absolute_path)
+    field = dotted(path) or "(top level)"
+    kw, val, inst = e.validator, e.validator_value, e.instance
+    if kw == "additionalProperties" and isinstance(inst, dict):
+        allowed = sorted(e.schema.get("properties", {}))
+        extra = sorted(k for k in inst if k not in allowed)
+        key = extra[0] if extra else "?"
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
+        return f"config field {dotted(path + [key])}: unknown key{hint} (allowed under {field}: {', '.join(allowed)})"
+    if kw == "required":
+        missing = [k for k in val if not isinstance(inst, dict) or k not in inst]
+        return (f"config field {field}: required key {missing[0] if missing else val!r} is missing (needs "
+                f"{', '.join(val)})")
+    if kw == "enum" and isinstance(inst, str) and list(e.absolute_schema_path)[-2:-1] == ["propertyNames"]:
+        close = difflib.get_close_matches(inst, [str(v) for v in val], n=1)
+        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
+        return f"config field {dotted(path + [inst])}: unknown key{hint} (allowed under {field}: {', '.join(val)})"
+    if kw == "propertyNames":
+        return f"config field {field}: bad key name; {e.message}"
+    what = {
+        "enum": lambda: "one of " + ", ".join(_short(x) for x in val),
+        "const": lambda: _short(val),
+        "type": lambda: "a value of type " + (val if isinstance(val, str) else " or ".join(val)),
+        "minimum": lambda: f"a number >= {val}", "maximum": lambda: f"a number <= {val}",
+        "exclusiveMinimum": lambda: f"a number > {val}", "exclusiveMaximum": lambda: f"a number < {val}",
+        "minLength": lambda: f"a string of at least {val} character(s)",
+        "pattern": lambda: f"a string matching {val}",
+        "minItems": lambda: f"a list of at least {val} item(s)", "maxItems": lambda: f"a list of at most {val} items",
+        "minProperties": lambda: f"a mapping with at least {val} entr{'y' if val == 1 else 'ies'}",
+    }.get(kw)
+    if what is not None:
+        allowed = what()
+    elif kw in ("oneOf", "anyOf") and all(isinstance(s, dict) and "required" in s for s in val):
+        allowed = "exactly one of: " + "; or ".join(" and ".join(s["required"]) for s in val)
+    else:
+        allowed = e.message if len(e.message) <= 200 else e.message[:197] + "..."
+    return f"config field {field}: bad value {_short(inst)}; allowed: {allowed}"
+
+
+# ------------------------------------------------------------------------------------------------- checks
+def check(config: dict) -> None:
+    """Semantic checks the schema cannot express; raise :class:`ConfigError` naming the field."""
+    d = config["decode"]
+    if d["block_size"] % d["sub_block_size"]:
+        _fail("decode.sub_block_size", f"{d['sub_block_size']} must divide decode.block_size={d['block_size']}")
+    _check_roles(config)
+    _check_training_keys(config)
+    _check_models(config)
+    _check_tables(config)
+    _check_figures_and_tasks(config)
+
+
+def _check_roles(config: dict) -> None:
+    models = config["models"]
+    for r, (mode, _) in plan.ROLES.items():
+        if r not in config["roles"]:
+            _fail(f"roles.{r}", f"is missing; every role must be set ({', '.join(plan.ROLES)})")
+        if config["roles"][r] not in models:
+            _fail(f"roles.{r}", f"unknown model {config['roles'][r]!r}; defined: {sorted(models)}")
+        if models[config["roles"][r]]["mode"] != mode:
+            _fail(f"roles.{r}", f"must name a model with mode: {mode} ({config['roles'][r]!r} has mode: "
+                                f"{models[config['roles'][r]]['mode']})")
+
+
+def _check_models(config: dict) -> None:
+    models = config["models"]
+    for name, m in models.items():
+        if m.get("use_released") and not m.get("source"):
+            _fail(f"models.{name}.use_released", "is true but the model has no source")
+        if "train" in m and not plan.uses_released(m):
+            init = m["train"]["init"]
+            if init == name:
+                _fail(f"models.{name}.train.init", "a model cannot be initialised from itself")
+            if m["train"]["recipe"] == "ar_pretrain" and init != "tiny":
+                _fail(f"models.{name}.train.init", "recipe ar_pretrain trains from random init: use init: tiny")
+    _check_init_cycles(models)
+    if any(plan.is_trained(m) for m in models.values()):
+        syn = config["data"].get("synthetic", {})
+        if not syn.get("enabled") and not config["data"].get("train_files"):
+            _fail("data.train_files", "is empty and data.synthetic.enabled is false, but some model is trained")
+
+
+def _check_divides(field: str, sub_blocks, block_size: int) -> None:
+    for s in sub_blocks:
+        if block_size % s:
+            _fail(field, f"sub-block {s} does not divide decode.block_size={block_size}")
+
+
+def _check_tables(config: dict) -> None:
+    models, cols, t = config["models"], config["columns"], config["tables"]
+    for tname in ("table1", "table2"):
+        for i, row in enumerate(t[tname]["rows"]):
+            if row["model"] not in models:
+                _fail(f"tables.{tname}.rows[{i}].model", f"unknown model {row['model']!r}; defined: {sorted(models)}")
+    for tname in ("table2", "table3", "table4"):
+        for c in t[tname]["columns"]:
+            if c not in cols:
+                _fail(f"tables.{tname}.columns", f"unknown column {c!r}; choose from {sorted(cols)}")
+    _check_divides("tables.table3.sub_blocks", t["table3"]["sub_blocks"], config["decode"]["block_size"])
+
+
+def _check_figures_and_tasks(config: dict) -> None:
+    cols = config["columns"]
+    _check_divides("figures.subblock.sub_blocks", config["figures"]["subblock"]["sub_blocks"],
+                   config["decode"]["block_size"])
+    for f in ("threshold", "subblock"):
+        c = config["figures"][f]["column"]
+        if c not in cols or "task" not in cols[c]:
+            _fail(f"figures.{f}.column", f"{c!r} must be a column with a task (not n/a)")
+    if not any("task" in c for c in cols.values()):
+        _fail("columns", "no column has a task: nothing would be evaluated")
+    bt = config["bench"]["prompts_from"]
+    if bt not in plan.TASK_DATA_KEYS and bt not in config["data"].get("eval_paths", {}):
+        _fail("bench.prompts_from", f"{bt!r} needs a local file in data.eval_paths (or use synth_arith)")
+    for t in plan.tasks(config):
+        if t in plan.TASK_DATA_KEYS and not config["data"].get("synthetic", {}).get("enabled"):
+            _fail("columns", f"task {t!r} needs data.synthetic.enabled: true")
+
+
+def _check_training_keys(config: dict) -> None:
+    """``training:`` and every ``models.<name>.train:`` accept only the keys of ``fastdllm train`` configs
+    (``fastdllm_core.train.DEFAULTS``; a model's block also ``init``): a misspelling fails naming the closest key."""
+    from fastdllm_core.configkeys import UnknownKey, check_keys
+
+    blocks = [("training", config.get("training") or {}, ())]
+    blocks += [(f"models.{n}.train", m["train"], ("init", "dataset", "processes")) for n, m in config["models"].items()
+               if "train" in m]
+    for field, block, extra in blocks:
+        try:
+            check_keys(block, where=f"config field {field}", top_extra=extra)
+        except UnknownKey as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _check_init_cycles(models: dict) -> None:
+    for name in models:
+        seen, cur = [], name
+        while cur in models and plan.is_trained(models[cur]):
+            if cur in seen:
+                _fail(f"models.{name}.train.init", f"initialisation cycle {' -> '.join(seen + [cur])}")
+            seen.append(cur)
+            cur = models[cur]["train"]["init"]
