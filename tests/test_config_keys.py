@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from fastdllm_core import configkeys, train
+from fastdllm_core.cli import train as train_cli
 from fastdllm_core.configkeys import UnknownKey, check_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,12 +77,12 @@ def test_cli_misspelling_fails_before_training(data_file, tmp_path, capsys, monk
     c = _cfg(data_file)
     c["optimm"] = c.pop("optim")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(c))
-    assert train.main(["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "o")]) == 2
+    assert train_cli.main(["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "unknown key 'optimm'" in err and "did you mean 'optim'" in err
     # also through --set
     (tmp_path / "d.yaml").write_text(yaml.safe_dump(_cfg(data_file)))
-    assert train.main(["--config", str(tmp_path / "d.yaml"), "--output-dir", str(tmp_path / "o"),
+    assert train_cli.main(["--config", str(tmp_path / "d.yaml"), "--output-dir", str(tmp_path / "o"),
                        "--set", "optim.lrr=0.1"]) == 2
     assert "did you mean 'optim.lr'" in capsys.readouterr().err
 
@@ -103,7 +104,7 @@ def test_cli_says_so_on_the_first_line_when_the_paper_budget_is_used(data_file, 
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(c))
     argv = ["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "o")]
     argv += ["--max-steps", max_steps_arg] if max_steps_arg else []
-    assert train.main(argv) == 0 and calls
+    assert train_cli.main(argv) == 0 and calls
     out = capsys.readouterr()
     first = out.err.splitlines()[0] if out.err else ""
     if expect is None:

@@ -163,11 +163,11 @@ def test_cli_train_names_bad_data_in_one_line(tmp_path, capsys, lines, pattern):
 
     import yaml
 
-    from fastdllm_core import train
+    from fastdllm_core.cli import train as train_cli
 
     f = _write(tmp_path / "sft.jsonl", lines)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(_train_cfg(f)))
-    assert train.main(["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "run")]) == 2
+    assert train_cli.main(["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fastdllm train: error: ") and len(err.strip().splitlines()) == 1, err
     assert re.search(pattern, err) and str(f) in err

@@ -137,7 +137,7 @@ def test_empty_dataset_file(tmp_path):
 def test_cli_set_and_yaml_numbers(tmp_path, data_file):
     import yaml
 
-    from fastdllm_core.train import main
+    from fastdllm_core.cli.train import main
 
     c = cfg(data_file, max_steps=2)
     c["optim"]["lr"] = "2e-3"  # YAML 1.1 reads 2e-3 as a string: accepted as a number

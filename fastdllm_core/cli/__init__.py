@@ -1,6 +1,7 @@
 """``fastdllm`` command line: ``fastdllm {train,generate,bench,eval,lm-eval} ...``.
 
-Each sub-command's module owns its own argument parser (``main(argv)``); this file only dispatches.
+Each sub-command is a module of this package with its own ``main(argv)``; the arguments they share (the model,
+the decoding setting, prompt files) are declared once in :mod:`.args`.  This file only dispatches.
 """
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "train": ("fastdllm_core.train", "adapt a causal LM to block diffusion (or NTP fine-tune) from a YAML config"),
+    "train": ("fastdllm_core.cli.train", "adapt a causal LM to block diffusion (or NTP fine-tune) from a YAML config"),
     "generate": ("fastdllm_core.cli.generate", "generate with the block-diffusion decoder or the AR baseline"),
     "bench": ("fastdllm_core.cli.bench", "throughput sweep: AR vs block diffusion, one CSV row per configuration"),
     "roofline": ("fastdllm_core.bench.roofline", "memory-bandwidth roofline of AR and diffusion throughput rows"),
