@@ -36,8 +36,8 @@ import yaml
 
 from . import data as data_mod
 from . import objective as obj
-from .hostload import HostLoad
 from .configkeys import merge_config as _merge
+from .hostload import HostLoad
 from .provenance import run_metadata, write_csv_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ from ..model import LoadedModel, load_model
 log = logging.getLogger(__name__)
 
 try:  # lm-eval is a hard dependency of the project, but keep the module importable for docs tooling
-    from lm_eval.api.model import LM
+    from lm_eval.api.model import TemplateLM
     from lm_eval.api.registry import register_model
 except ImportError as exc:  # pragma: no cover
     raise ImportError("lm-eval is required for fastdllm_core.evaluation (pip install lm-eval)") from exc
@@ -102,7 +102,10 @@ def _request_name(i: int, req) -> str:
 
 
 @register_model(MODEL_NAME)
-class FastDLLMv2(LM):
+class FastDLLMv2(TemplateLM):
+    """lm-eval's ``TemplateLM`` does the tokenising of (context, continuation) pairs (trailing spaces moved onto
+    the continuation); this class adds the decoders, the context checks and the block-diffusion scores."""
+
     def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
                  sub_block_size=8, threshold=0.9, use_sub_block_cache=False, max_new_tokens=256, temperature=0.0,
                  top_p=1.0, seed=None, batch_size=8, device="cpu", dtype="auto", attn_implementation=None,
@@ -195,8 +198,12 @@ class FastDLLMv2(LM):
         return self.tokenizer.apply_chat_template(chat_history, tokenize=False,
                                                   add_generation_prompt=add_generation_prompt)
 
-    def tok_encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> list[int]:
+        return list(self.tokenizer.encode(string, add_special_tokens=False))
 
     # ------------------------------------------------------------------------------------------ generation
     @property
@@ -274,17 +281,13 @@ class FastDLLMv2(LM):
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------------------------------ likelihood
-    def _pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        # move trailing spaces of the context onto the continuation (lm-eval's convention)
-        n_space = len(context) - len(context.rstrip())
-        if n_space:
-            continuation = context[-n_space:] + continuation
-            context = context[:-n_space]
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """lm-eval's split of the pair; where tokenisation merged across the boundary (the context's tokens are
+        not a prefix of the whole's), the continuation is encoded on its own."""
+        ctx, cont = super()._encode_pair(context, continuation)
         whole = self.tok_encode(context + continuation)
-        ctx = self.tok_encode(context)
-        cont = whole[len(ctx):]
-        if whole[: len(ctx)] != ctx or not cont:  # tokenisation merged across the boundary
-            cont = self.tok_encode(continuation)
+        if whole[: len(ctx)] != ctx or not cont:
+            cont = self.tok_encode(context[len(context.rstrip()):] + continuation)
         if not ctx:
             raise ValueError("loglikelihood with an empty context is not supported by fast_dllm_v2")
         if not cont:
@@ -318,26 +321,30 @@ class FastDLLMv2(LM):
         return score, greedy
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        mask = self.lm.mask_token_id
+        """``TemplateLM.loglikelihood`` (every request tokenised first), then :meth:`_loglikelihood_tokens`."""
+        if any(not req.args[0] for req in requests):
+            raise ValueError("loglikelihood with an empty context is not supported by fast_dllm_v2")
+        self._request_names = [_request_name(i, req) for i, req in enumerate(requests)]
+        return super().loglikelihood(requests, disable_tqdm=disable_tqdm)
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        names = getattr(self, "_request_names", None) or [f"request {i}" for i in range(len(requests))]
+        # every request is fitted to the context before the first forward pass
+        fitted = [self._fit_loglikelihood(i, ctx, cont, names[i]) for i, (_, ctx, cont) in enumerate(requests)]
         res = []
-        # every request is tokenised and fitted to the context before the first forward pass
-        pairs = []
-        for i, req in enumerate(requests):
-            ctx, cont = self._pair(*req.args)
-            pairs.append((self._fit_loglikelihood(i, ctx, cont, _request_name(i, req)), cont))
-        for req, (ctx, cont) in zip(tqdm(requests, disable=disable_tqdm,
-                                         desc=f"loglikelihood ({self.mode}, {self.ll_method})"), pairs):
-            if self.mode == "ar":
-                score, greedy = self._ar_loglik(ctx, cont)
-            else:
-                steps = cont[:1] if self.ll_method == "first_token" else cont
-                lps = self._bd_logprobs_at_mask([ctx + cont[:k] + [mask] for k in range(len(steps))])
-                tgt = torch.tensor(steps, device=lps.device)
-                score = lps.gather(1, tgt[:, None]).sum().item()
-                greedy = bool((lps.argmax(-1) == tgt).all().item())
+        for (args, _, cont), ctx in zip(tqdm(requests, disable=disable_tqdm,
+                                             desc=f"loglikelihood ({self.mode}, {self.ll_method})"), fitted):
+            score, greedy = self._ar_loglik(ctx, cont) if self.mode == "ar" else self._bd_loglik(ctx, cont)
             res.append((score, greedy))
-            self.cache_hook.add_partial("loglikelihood", req.args, (score, greedy))
+            self.cache_hook.add_partial("loglikelihood", args, (score, greedy))
         return res
+
+    def _bd_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
+        """Each scored continuation token read at a trailing [MASK] (the first one only, or the chain)."""
+        steps = cont[:1] if self.ll_method == "first_token" else cont
+        lps = self._bd_logprobs_at_mask([ctx + cont[:k] + [self.lm.mask_token_id] for k in range(len(steps))])
+        tgt = torch.tensor(steps, device=lps.device)
+        return lps.gather(1, tgt[:, None]).sum().item(), bool((lps.argmax(-1) == tgt).all().item())
 
     def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int], name: str | None = None) -> list[int]:
         """The context of request ``i`` such that context + continuation (+ the [MASK]) fits the context length."""

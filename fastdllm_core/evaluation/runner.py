@@ -16,10 +16,10 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
-from ..decoding import DecodeConfig
+from ..config import SLUG_FIELDS, DecodeConfig
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
 from ..stats import wilson_pct
@@ -294,11 +294,9 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
 
     loaded = model if isinstance(model, LoadedModel) else load_model(str(model), device=device,
                                                                     block_size=None)
-    lm = FastDLLMv2(model=loaded, mode=mode, block_size=decode.block_size, sub_block_size=decode.sub_block_size,
-                    threshold=decode.threshold, use_sub_block_cache=decode.use_sub_block_cache,
-                    max_new_tokens="task" if task_lengths else decode.max_new_tokens,
-                    temperature=decode.temperature, top_p=decode.top_p, seed=decode.seed, batch_size=batch_size,
-                    ar_baseline=ar_baseline, truncate_prompts=truncate_prompts)
+    lm = FastDLLMv2(model=loaded, mode=mode, **dict(decode.to_dict(), max_new_tokens="task" if task_lengths else
+                                                   decode.max_new_tokens),
+                    batch_size=batch_size, ar_baseline=ar_baseline, truncate_prompts=truncate_prompts)
     t0 = time.perf_counter()
     if task in CODE_TASKS:
         rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
@@ -314,7 +312,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                   "fixed (config)" if not task_lengths else
                   "task: EvalPlus default" if task in CODE_TASKS else
                   "task: lm-eval max_gen_toks" if lm.requested_max_gen_toks else "task: lm-eval default")
-    cfg = {"task": task, "mode": mode, "decode": asdict(decode), "batch_size": batch_size, "limit": limit,
+    cfg = {"task": task, "mode": mode, "decode": decode.to_dict(), "batch_size": batch_size, "limit": limit,
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {}}
@@ -331,10 +329,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
                r["value"], "n": r["n"], **_interval(r["metric"], r["value"], r["n"]), "status": r.get("status", "ok"),
                "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
-               "block_size": decode.block_size if mode == "bd" else "",
-               "sub_block_size": decode.sub_block_size if mode == "bd" else "",
-               "threshold": decode.threshold if mode == "bd" else "",
-               "use_sub_block_cache": decode.use_sub_block_cache if mode == "bd" else "",
+               **(decode.point_fields() if mode == "bd" else dict.fromkeys(SLUG_FIELDS, "")),
                "max_new_tokens": used_len, "max_new_tokens_source": len_source,
                "prompt_style": prompt_style, "num_fewshot": fewshot,
                "data_source": info["source"], "batch_size": batch_size, **thr, "filter": r.get("filter", ""),
