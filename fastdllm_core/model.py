@@ -14,11 +14,13 @@ from pathlib import Path
 
 import torch
 
+from .config import BLOCK_SIZE
+
 log = logging.getLogger(__name__)
 
 MASK_TOKEN = "|<MASK>|"
 FAST_DLLM_MODEL_TYPES = {"Fast_dLLM_Qwen": "qwen2"}
-DEFAULT_BLOCK_SIZE = 32
+DEFAULT_BLOCK_SIZE = BLOCK_SIZE  # when a checkpoint has no bd_size
 
 
 @dataclass
@@ -154,7 +156,7 @@ def load_model(
 ) -> LoadedModel:
     """Load model and tokenizer from a Hub id, a local directory or a ``.gguf`` file.
 
-    ``block_size`` overrides the checkpoint's ``bd_size`` (default 32 when it has none).  Set
+    ``block_size`` overrides the checkpoint's ``bd_size`` (default :data:`~fastdllm_core.config.BLOCK_SIZE` when it has none).  Set
     ``HF_HUB_OFFLINE=1`` (or ``local_files_only=True``) on machines without internet.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer

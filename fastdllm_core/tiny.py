@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from .config import BLOCK_SIZE
 from .model import MASK_TOKEN
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", MASK_TOKEN]
@@ -116,6 +117,6 @@ def write_tiny_checkpoint(path: str | Path, config=None, seed: int = 0, fast_dll
         cfg.update(model_type="Fast_dLLM_Qwen", architectures=["Fast_dLLM_QwenForCausalLM"],
                    auto_map={"AutoConfig": "configuration.Fast_dLLM_QwenConfig",
                              "AutoModelForCausalLM": "modeling.Fast_dLLM_QwenForCausalLM"},
-                   bd_size=bd_size or 32)
+                   bd_size=bd_size or BLOCK_SIZE)
         (path / "config.json").write_text(json.dumps(cfg, indent=2))
     return path

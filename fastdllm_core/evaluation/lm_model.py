@@ -46,7 +46,7 @@ from dataclasses import asdict, replace
 import torch
 from tqdm import tqdm
 
-from ..config import parse_bool
+from ..config import BLOCK_SIZE, parse_bool
 from ..decoding import ContextError, DecodeConfig, ar_generate, bd_generate, fit_context, model_context
 from ..model import LoadedModel, load_model
 
@@ -141,7 +141,7 @@ class FastDLLMv2(TemplateLM):
         self.task_lengths = str(max_new_tokens).strip().lower() == TASK_LENGTH
         # validate the decoding options before loading anything
         self.decode = DecodeConfig(
-            block_size=_opt_int(block_size) or 32, sub_block_size=int(sub_block_size), threshold=float(threshold),
+            block_size=_opt_int(block_size) or BLOCK_SIZE, sub_block_size=int(sub_block_size), threshold=float(threshold),
             use_sub_block_cache=_as_bool(use_sub_block_cache),
             max_new_tokens=LM_EVAL_DEFAULT_MAX_GEN_TOKS if self.task_lengths else int(max_new_tokens),
             temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed)).validate()

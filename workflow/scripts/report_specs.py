@@ -8,6 +8,7 @@ import plan
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
+from fastdllm_core.config import BLOCK_SIZE
 
 PAPER_SCALE_NOTE = {
     "tiny": "Embedded default: tiny models trained here on the synthetic suite (synth_arith stands in for GSM8K, "
@@ -103,7 +104,7 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
                    "decode": dict(base, block_size=b, sub_block_size=b)} for b in t["table4"]["block_sizes"]]
         notes.append(f"Model: {label(config, abl)} (roles.ablation_bd; the paper's Table 4 is on its 1.5B model; "
                      "trained with block size "
-                     f"{config.get('training', {}).get('objective', {}).get('block_size', 32)}); inference block "
+                     f"{config.get('training', {}).get('objective', {}).get('block_size', BLOCK_SIZE)}); inference block "
                      f"size varied, sub-block = block, threshold {base['threshold']}.")
         ref = _index_of(t["table4"]["block_sizes"], config.get("training", {}).get("objective", {}).get(
             "block_size", base["block_size"]))
