@@ -16,7 +16,9 @@ text gives no number is a value taken from the authors' own project page, and it
 """
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from pathlib import Path
 
 MISSING_TEXT = "the paper's table has no such row or column (no paper value to show)"
 NOT_GIVEN_TEXT = "- (not given in the paper)"
@@ -84,55 +86,12 @@ class PaperRow:
 DASH = "-"  # a cell the paper prints as "-"
 _T1 = list(TABLE1_COLUMNS)
 
-# ---- Table 1: main results (accuracy, %; sub-block 8, block 32, threshold 1.0).
-# (row id, printed label, #Params, group,
-#  [HumanEval Base, Plus, MBPP Base, Plus, GSM8K, Math, IFEval, MMLU, GPQA, Avg.])
-_TABLE1 = [
-    ("LLaMA-3.2", "LlaMA-3.2", "1.2B", "1B Models",
-     [34.1, 31.1, 34.1, 29.4, 43.0, 23.8, 58.9, 44.4, 24.1, 35.9]),
-    ("SmolLM2", "SmolLM 2", "1.7B", "1B Models",
-     [34.1, 28.7, 50.6, 46.0, 47.7, 21.1, 55.1, 49.1, 29.2, 40.7]),
-    ("Qwen2.5-1.5B-Instruct", "Qwen2.5-1.5B", "1.5B", "1B Models",
-     [42.1, 37.2, 48.1, 41.3, 57.0, 46.8, 41.2, 54.6, 30.6, 44.3]),
-    ("Qwen2.5-1.5B-Nemo-FT", "Qwen2.5-1.5B-Nemo-FT", "1.5B", "1B Models",
-     [37.2, 33.5, 53.4, 44.4, 58.5, 43.5, 39.4, 58.1, 31.0, 44.3]),
-    ("Fast-dLLM v2 (1.5B)", "Fast-dLLM v2", "1.5B", "1B Models",
-     [43.9, 40.2, 50.0, 41.3, 62.0, 38.1, 47.0, 55.1, 27.7, 45.0]),
-    ("LLaDA", "LLaDA", "8B", "7B+ Models",
-     [35.4, 31.7, 31.5, 28.6, 78.6, 26.6, 59.9, 65.5, 31.8, 43.3]),
-    ("LLaDA-1.5", "LLaDA-1.5", "8B", "7B+ Models",
-     [52.4, DASH, 42.8, DASH, 83.3, 42.6, 58.2, 66.0, 36.9, DASH]),
-    ("LLaDA-MoE", "LLaDA-MoE", "7B", "7B+ Models",
-     [61.6, DASH, 70.0, DASH, 82.4, 58.7, 59.3, 67.2, DASH, DASH]),
-    ("Dream", "Dream", "7B", "7B+ Models",
-     [57.9, 53.7, 68.3, 56.1, 81.0, 39.2, 62.5, 67.0, 33.0, 57.6]),
-    ("Qwen2.5-7B-Instruct", "Qwen2.5-7B", "7B", "7B+ Models",
-     [51.2, 47.6, 57.7, 49.5, 71.4, 73.3, 70.8, 68.7, 33.5, 58.2]),
-    ("Qwen2.5-7B-Nemo-FT", "Qwen2.5-7B-Nemo-FT", "7B", "7B+ Models",
-     [52.4, 48.2, 57.1, 50.0, 84.1, 72.0, 69.5, 68.6, 34.2, 59.6]),
-    ("Fast-dLLM v2 (7B)", "Fast-dLLM v2", "7B", "7B+ Models",
-     [63.4, 58.5, 63.0, 52.3, 83.7, 61.6, 61.4, 66.6, 31.9, 60.3]),
-]
-
-# ---- Table 2: training-recipe (token shift) ablation, 1.5B; same columns as Table 1.
-_TABLE2 = [
-    ("naive token shift", "Naive token shift", [38.4, 32.9, 44.4, 38.6, 59.0, 37.3, 39.9, 52.9, 27.9, 41.3]),
-    ("+ pad", "+ pad", [38.4, 34.1, 45.2, 38.4, 60.1, 37.0, 45.8, 53.5, 27.7, 42.2]),
-    ("+ pad + CM", "+ pad + CM", [43.9, 40.2, 50.0, 41.3, 62.0, 38.1, 47.0, 55.1, 27.7, 45.0]),
-]
-
-# ---- Tables 3 and 4, as printed (one line per benchmark, one entry per size 2, 4, 8, 16, 32).
-_SIZES = ["2", "4", "8", "16", "32"]
-_TABLE3 = {  # sub-block size at inference (block 32)
-    "gsm8k": [62.8, 61.8, 62.0, 61.3, 60.2],
-    "humaneval_base": [42.7, 43.3, 43.9, 39.6, 38.4],
-    "humaneval_plus": [39.6, 40.2, 40.2, 36.0, 34.8],
-}
-_TABLE4 = {  # inference block size (mismatched with the training block 32)
-    "gsm8k": [53.2, 56.8, 58.5, 59.7, 60.2],
-    "humaneval_base": [37.8, 43.3, 43.3, 38.4, 38.4],
-    "humaneval_plus": [34.1, 39.0, 39.6, 34.1, 34.8],
-}
+# ---- Tables 1-4, as printed: analysis/paper_tables.csv, one line per row (Table 1: row id, printed label, #Params,
+# group, then HumanEval Base, Plus, MBPP Base, Plus, GSM8K, Math, IFEval, MMLU, GPQA, Avg.; Table 2: the same
+# columns; Tables 3 and 4: one line per sub-block / block size 2, 4, 8, 16, 32 (block 32 in training), with
+# GSM8K, HumanEval, HumanEval+).  Table 1: sub-block 8, block 32, threshold 1.0.  "-" is a cell printed as "-".
+TABLES_FILE = Path(__file__).with_name("paper_tables.csv")
+_WHERE = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4"}
 
 # Old row ids still accepted by paper_value() / paper_cell().
 ROW_ALIASES = {("table1", "Dream (7B)"): "Dream"}
@@ -141,31 +100,18 @@ ROW_ALIASES = {("table1", "Dream (7B)"): "Dream"}
 def _build_tables() -> tuple[list[PaperRow], list[PaperValue]]:
     rows: list[PaperRow] = []
     cells: list[PaperValue] = []
-
-    def cell(table, row, col, v, where):
-        if v == DASH:
-            cells.append(PaperValue(table, row, col, None, "%", "paper", where,
-                                    "printed as '-': not given in the paper"))
-        else:
-            cells.append(PaperValue(table, row, col, float(v), "%", "paper", where))
-
-    for rid, label, params, group, vals in _TABLE1:
-        assert len(vals) == len(_T1), rid
-        rows.append(PaperRow("table1", rid, label, params, group))
-        for col, v in zip(_T1, vals):
-            cell("table1", rid, col, v, "Table 1")
-    for rid, label, vals in _TABLE2:
-        assert len(vals) == len(_T1), rid
-        rows.append(PaperRow("table2", rid, label))
-        for col, v in zip(_T1, vals):
-            cell("table2", rid, col, v, "Table 2")
-    for table, data, what in (("table3", _TABLE3, "Sub-Block Size"), ("table4", _TABLE4, "Block Size")):
-        where = "Table 3" if table == "table3" else "Table 4"
-        for i, size in enumerate(_SIZES):
-            rows.append(PaperRow(table, size, f"{what} {size}"))
-            for col in TABLE34_COLUMNS:
-                assert len(data[col]) == len(_SIZES), (table, col)
-                cell(table, size, col, data[col][i], where)
+    with open(TABLES_FILE, newline="") as fh:
+        lines = list(csv.DictReader(fh))
+    for r in lines:
+        table, rid = r["table"], r["row"]
+        rows.append(PaperRow(table, rid, r["label"], r["params"] or None, r["group"]))
+        for col in (_T1 if table in ("table1", "table2") else TABLE34_COLUMNS):
+            v = r[col]
+            if v == DASH:
+                cells.append(PaperValue(table, rid, col, None, "%", "paper", _WHERE[table],
+                                        "printed as '-': not given in the paper"))
+            else:
+                cells.append(PaperValue(table, rid, col, float(v), "%", "paper", _WHERE[table]))
     return rows, cells
 
 
