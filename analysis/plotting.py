@@ -1,0 +1,115 @@
+"""What every figure shares: saving, empty panels, titles and footers, the paper's values, and the look-ups of
+tokens/s (per throughput sweep) and accuracy intervals in the results CSVs."""
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from . import paper_values as pv  # noqa: E402
+from .results_io import lookup  # noqa: E402
+
+PAPER_STYLE = dict(marker="*", s=160, color="#c44e52", zorder=5)
+
+
+def save(fig, png, pdf) -> None:
+    from fastdllm_core.provenance import atomic_path
+
+    for path in (png, pdf):
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=Path(path).suffix.lstrip("."), bbox_inches="tight", dpi=120)
+    plt.close(fig)
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9, transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _of_sweep(thr: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
+    """The rows of throughput sweep ``sweep`` (the CSV's ``sweep`` column).  The same model and decoding setting
+    can be measured by several sweeps (Figure 1's batch-1 run and Figure 6's sub-block-8 run, say); a figure takes
+    its numbers from its own sweep, whose runs were measured together, never from whichever row comes last.
+    Rows without a sweep name (CSVs written outside the DAG) are kept."""
+    if sweep is None or thr.empty or "sweep" not in thr.columns:
+        return thr
+    return thr[thr["sweep"].isna() | (thr["sweep"].astype(str) == sweep)]
+
+
+def _tps(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None, sweep: str | None = None):
+    v, _ = lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode == "bd" else None, model=model, mode=mode,
+                  batch_size=batch)
+    return v
+
+
+def _tps_range(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None,
+               sweep: str | None = None):
+    """(low, high) tokens/s over the run's timed repeats (``total_tokens`` over ``wall_time_s_max`` / ``_min``),
+    or None when the CSV has no per-repeat times."""
+    lo, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_max", decode if mode == "bd" else None, model=model,
+                   mode=mode, batch_size=batch)
+    hi, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_min", decode if mode == "bd" else None, model=model,
+                   mode=mode, batch_size=batch)
+    n, _ = lookup(_of_sweep(thr, sweep), "total_tokens", decode if mode == "bd" else None, model=model,
+                  mode=mode, batch_size=batch)
+    if not (lo and hi and n):
+        return None
+    return n / lo, n / hi
+
+
+def _paper(table, row, col):
+    return pv.paper_value(table, row, col)
+
+
+def _repro_title(label: str, scale: str) -> str:
+    """"Reproduced: <label>", naming the scale unless the label already does (no "(tiny) (tiny)")."""
+    return f"Reproduced: {label}" if re.search(rf"\b{re.escape(scale)}\b", label) else \
+        f"Reproduced ({scale} scale): {label}"
+
+
+def _repro_tick(label: str, scale: str) -> str:
+    """"reproduced", naming the scale unless ``label`` (printed below it) already does."""
+    return "reproduced" if re.search(rf"\b{re.escape(scale)}\b", label) else f"reproduced ({scale} scale)"
+
+
+def _wrap(text: str, width: int = 30) -> str:
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+
+
+def _threshold_tick(t: float) -> str:
+    return f"{t:.1f}" if abs(round(t, 1) - t) < 1e-9 else f"{t:g}"
+
+
+def _footer(fig, lines: list[str]) -> None:
+    """Source lines under the figure (kept inside the saved image by ``bbox_inches="tight"``)."""
+    if lines:
+        fig.text(0.01, 0.0, "\n".join(lines), fontsize=7, color="#555555", ha="left", va="top")
+
+
+def _finding(figure: str, where_prefix: str):
+    return next((f for f in pv.FINDINGS if f.figure == figure and f.where.startswith(where_prefix)), None)
+
+
+def _interval(acc, dec, spec, value):
+    """(low, high) of the accuracy's 95% interval from the accuracy CSV's ci_low / ci_high columns (same units as
+    ``value``), or None when the CSV has none or they do not bracket the value."""
+    lo, _ = lookup(acc, "ci_low", dec, model=spec["model"], task=spec["task"], metric=spec["metric"])
+    hi, _ = lookup(acc, "ci_high", dec, model=spec["model"], task=spec["task"], metric=spec["metric"])
+    if lo is None or hi is None or not (lo - 1e-9 <= value <= hi + 1e-9):
+        return None
+    return lo, hi
+
+
+def _size_axis(ax, sizes) -> None:
+    """Log2 axis labelled with the sizes themselves (2, 4, 8, ...), not powers of two."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(sizes))
+    ax.set_xticklabels([str(s) for s in sorted(sizes)])
+    ax.minorticks_off()
