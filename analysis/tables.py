@@ -137,69 +137,7 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
     """
     t = Table(name=name, title=title, scale=scale, header=[first_header, "Value"] + [c["title"] for c in columns],
               notes=list(notes or []))
-    cells: list[dict[str, tuple | None]] = []  # per group: column id -> (value, ci_low, ci_high)
-    for g in groups:
-        repro: dict[str, float | None] = {}
-        intervals: dict[str, tuple | None] = {}
-        cells.append(intervals)
-        rep_cells, pap_cells, dif_cells = [], [], []
-        for c in columns:
-            cid = c["id"]
-            p = pv.paper_value(paper_table, g.get("paper_row"), cid)
-            if "average_of" in c:
-                parts = [repro.get(i) for i in c["average_of"]]
-                have = [x for x in parts if x is not None]
-                r = sum(have) / len(have) if have else None
-                halves = [(iv[2] - iv[1]) / 2 for i in c["average_of"] if (iv := intervals.get(i)) and None not in iv]
-                half = (sum(h * h for h in halves) ** 0.5 / len(halves)) if halves and len(halves) == len(have) else None
-                intervals[cid] = (r, r - half, r + half) if r is not None and half is not None else (r, None, None)
-                n_paper = len(c.get("paper_columns") or c["average_of"])  # the paper's Avg. is over 9 columns
-                partial = len(have) < n_paper
-                if r is None:
-                    rep_cells.append(t.na("no reproduced column to average"))
-                elif partial:
-                    why = (f"partial average: the mean of the {len(have)} reproduced columns of the paper's "
-                           f"{n_paper}; never differenced against the paper's {n_paper}-column Avg.")
-                    rep_cells.append(fmt_pm(r, half) + f" partial ({len(have)} of {n_paper}) ({t.footnote(why)})")
-                else:
-                    rep_cells.append(fmt_pm(r, half))
-                comparable = not partial and all(
-                    next((cc.get("comparable", False) for cc in columns if cc["id"] == i), False) for i in c["average_of"])
-            elif c.get("na"):
-                r = None
-                rep_cells.append(t.na(c["na"]))
-                comparable = False
-            else:
-                sel = dict(model=g["model"], task=c["task"], metric=c["metric"])
-                r, why = lookup(acc, "value", g.get("decode"), **sel)
-                lo, _ = lookup(acc, "ci_low", g.get("decode"), **sel)
-                hi, _ = lookup(acc, "ci_high", g.get("decode"), **sel)
-                intervals[cid] = (r, lo, hi)
-                half = (hi - lo) / 2 if r is not None and lo is not None and hi is not None else None
-                rep_cells.append(fmt_pm(r, half) if r is not None else
-                                 t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}"))
-                comparable = bool(c.get("comparable", False))
-            repro[cid] = r
-            if p is None and pv.is_not_given(paper_table, g.get("paper_row"), cid):
-                pap_cells.append(pv.NOT_GIVEN_TEXT)  # the paper prints "-" here
-            elif p is None:
-                pap_cells.append(t.na(pv.MISSING_TEXT))
-            else:
-                pap_cells.append(fmt(p.value) + f" ({t.footnote('paper value; source: ' + p.source_text)})")
-            if r is not None and p is not None and comparable:
-                dif_cells.append(fmt_diff(r - p.value))
-            elif r is not None and p is not None and "average_of" in c and partial:
-                dif_cells.append(t.na(why))  # the note of the partial average itself: not differenced
-            elif r is not None and p is not None:
-                dif_cells.append(t.na(f"reproduced on a stand-in task at scale '{scale}', not the paper's benchmark: "
-                                      "the difference would not be meaningful"))
-            else:
-                dif_cells.append(NA)
-        paper_label = (f"paper: {pv.label_of(paper_table, g['paper_row'])}" if g.get("paper_row")
-                       else "paper (no matching row)")
-        t.rows.append([g["label"], f"reproduced ({scale} scale)"] + rep_cells)
-        t.rows.append(["", paper_label] + pap_cells)
-        t.rows.append(["", "difference"] + dif_cells)
+    cells = [_group_rows(t, g, columns, acc, paper_table, scale) for g in groups]  # per group: id -> interval
     for a, b in contrasts:
         t.rows.append([f"{groups[b]['label']} - {groups[a]['label']}", "reproduced difference"] +
                       [fmt_contrast(cells[a].get(c["id"]), cells[b].get(c["id"])) for c in columns])
@@ -207,6 +145,88 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
         t.footnote(f"Reproduced differences are marked '{WITHIN_NOISE}' when the two 95% intervals overlap: "
                    "such a difference is not a finding.")
     return t
+
+
+def _group_rows(t: Table, g: dict, columns: list[dict], acc: pd.DataFrame, paper_table: str, scale: str) -> dict:
+    """The three rows of one group (reproduced | paper | difference); its cells' (value, ci_low, ci_high)."""
+    repro: dict[str, float | None] = {}
+    intervals: dict[str, tuple | None] = {}
+    rep_cells, pap_cells, dif_cells = [], [], []
+    for c in columns:
+        cid = c["id"]
+        p = pv.paper_value(paper_table, g.get("paper_row"), cid)
+        partial_why = None
+        if "average_of" in c:
+            r, text, comparable, partial_why = _average_cell(t, c, columns, repro, intervals)
+        elif c.get("na"):
+            r, text, comparable = None, t.na(c["na"]), False
+        else:
+            r, text, comparable = _measured_cell(t, c, g, acc, intervals)
+        rep_cells.append(text)
+        repro[cid] = r
+        pap_cells.append(_paper_cell(t, p, paper_table, g.get("paper_row"), cid))
+        dif_cells.append(_difference_cell(t, r, p, comparable, partial_why, scale))
+    paper_label = (f"paper: {pv.label_of(paper_table, g['paper_row'])}" if g.get("paper_row")
+                   else "paper (no matching row)")
+    t.rows.append([g["label"], f"reproduced ({scale} scale)"] + rep_cells)
+    t.rows.append(["", paper_label] + pap_cells)
+    t.rows.append(["", "difference"] + dif_cells)
+    return intervals
+
+
+def _average_cell(t: Table, c: dict, columns: list[dict], repro: dict, intervals: dict):
+    """(value, cell text, comparable, why it is partial or None) of an average column over reproduced cells."""
+    parts = [repro.get(i) for i in c["average_of"]]
+    have = [x for x in parts if x is not None]
+    r = sum(have) / len(have) if have else None
+    halves = [(iv[2] - iv[1]) / 2 for i in c["average_of"] if (iv := intervals.get(i)) and None not in iv]
+    half = (sum(h * h for h in halves) ** 0.5 / len(halves)) if halves and len(halves) == len(have) else None
+    intervals[c["id"]] = (r, r - half, r + half) if r is not None and half is not None else (r, None, None)
+    n_paper = len(c.get("paper_columns") or c["average_of"])  # the paper's Avg. is over 9 columns
+    partial = len(have) < n_paper
+    why = None
+    if r is None:
+        text = t.na("no reproduced column to average")
+    elif partial:
+        why = (f"partial average: the mean of the {len(have)} reproduced columns of the paper's "
+               f"{n_paper}; never differenced against the paper's {n_paper}-column Avg.")
+        text = fmt_pm(r, half) + f" partial ({len(have)} of {n_paper}) ({t.footnote(why)})"
+    else:
+        text = fmt_pm(r, half)
+    comparable = not partial and all(
+        next((cc.get("comparable", False) for cc in columns if cc["id"] == i), False) for i in c["average_of"])
+    return r, text, comparable, (why if partial else None)
+
+
+def _measured_cell(t: Table, c: dict, g: dict, acc: pd.DataFrame, intervals: dict):
+    """(value, cell text ``value ± half-width``, comparable) of a measured column."""
+    sel = dict(model=g["model"], task=c["task"], metric=c["metric"])
+    r, why = lookup(acc, "value", g.get("decode"), **sel)
+    lo, _ = lookup(acc, "ci_low", g.get("decode"), **sel)
+    hi, _ = lookup(acc, "ci_high", g.get("decode"), **sel)
+    intervals[c["id"]] = (r, lo, hi)
+    half = (hi - lo) / 2 if r is not None and lo is not None and hi is not None else None
+    text = fmt_pm(r, half) if r is not None else t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}")
+    return r, text, bool(c.get("comparable", False))
+
+
+def _paper_cell(t: Table, p, paper_table: str, paper_row, cid: str) -> str:
+    if p is None and pv.is_not_given(paper_table, paper_row, cid):
+        return pv.NOT_GIVEN_TEXT  # the paper prints "-" here
+    if p is None:
+        return t.na(pv.MISSING_TEXT)
+    return fmt(p.value) + f" ({t.footnote('paper value; source: ' + p.source_text)})"
+
+
+def _difference_cell(t: Table, r, p, comparable: bool, partial_why: str | None, scale: str) -> str:
+    if r is None or p is None:
+        return NA
+    if comparable:
+        return fmt_diff(r - p.value)
+    if partial_why:
+        return t.na(partial_why)  # the note of the partial average itself: not differenced
+    return t.na(f"reproduced on a stand-in task at scale '{scale}', not the paper's benchmark: "
+                "the difference would not be meaningful")
 
 
 def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, notes: list[str] | None = None,
