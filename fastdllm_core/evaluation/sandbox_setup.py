@@ -1,0 +1,400 @@
+"""What the sandbox's two processes set up before the solution runs (see :mod:`.sandbox`): the flags they report,
+the kernel interfaces (prctl, namespaces, a read-only mount namespace, Landlock, seccomp, capabilities, rlimits,
+a private uid) and the two processes themselves: A (session, namespaces, uid) and B (limits, Landlock, seccomp,
+then the solution)."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import signal
+import struct
+import sys
+import tempfile
+
+# ------------------------------------------------------------------------------------------------ constants
+F_SESSION, F_RLIMITS, F_USERNS = 1 << 0, 1 << 1, 1 << 3
+F_PIDNS, F_NETNS, F_IPCNS, F_MOUNT_RO = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+F_LANDLOCK_FS, F_LANDLOCK_NET, F_LANDLOCK_SCOPE, F_NO_NEW_PRIVS = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+F_NO_CAPS, F_SECCOMP, F_WORKDIR = 1 << 12, 1 << 13, 1 << 14
+F_PRIVATE_UID, F_NPROC, F_READ_CAP_ONLY = 1 << 15, 1 << 16, 1 << 17
+FLAG_NAMES = {F_SESSION: "session", F_RLIMITS: "rlimits", F_PRIVATE_UID: "private-uid", F_NPROC: "nproc-bound",
+              F_USERNS: "userns", F_PIDNS: "pidns", F_NETNS: "netns", F_IPCNS: "ipcns", F_MOUNT_RO: "mountns-readonly",
+              F_LANDLOCK_FS: "landlock-fs", F_LANDLOCK_NET: "landlock-net", F_LANDLOCK_SCOPE: "landlock-scope",
+              F_NO_NEW_PRIVS: "no-new-privs", F_NO_CAPS: "no-caps", F_READ_CAP_ONLY: "cap-dac-read-search-only",
+              F_SECCOMP: "seccomp", F_WORKDIR: "workdir"}
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
+CLONE_NEWPID, CLONE_NEWNET, CLONE_THREAD = 0x20000000, 0x40000000, 0x00010000
+MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 1, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
+PR_CAPBSET_DROP, PR_SET_SECUREBITS, SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 24, 28, 1, 2
+PR_SET_KEEPCAPS, CAP_DAC_READ_SEARCH = 8, 2
+SECCOMP_MODE_FILTER = 2
+AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 0x1
+
+# syscall numbers (landlock and mount_setattr are in the generic table: the same on x86_64 and aarch64)
+SYS_MOUNT_SETATTR, SYS_LL_CREATE, SYS_LL_ADD_RULE, SYS_LL_RESTRICT = 442, 444, 445, 446
+LL_CREATE_RULESET_VERSION, LL_RULE_PATH_BENEATH = 1, 1
+LL_EXECUTE, LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+LL_REMOVE_DIR, LL_REMOVE_FILE, LL_MAKE_CHAR, LL_MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+LL_MAKE_REG, LL_MAKE_SOCK, LL_MAKE_FIFO, LL_MAKE_BLOCK = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+LL_MAKE_SYM, LL_REFER, LL_TRUNCATE, LL_IOCTL_DEV = 1 << 12, 1 << 13, 1 << 14, 1 << 15
+LL_NET_BIND_TCP, LL_NET_CONNECT_TCP = 1 << 0, 1 << 1
+LL_SCOPE_ABSTRACT_UNIX, LL_SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+# seccomp, per architecture: audit arch; syscalls that kill the solution (creating a process, executing a program,
+# open_by_handle_at); syscalls that fail with EPERM: socket() (no socket of any family: a pathname UNIX socket
+# outside the working directory, e.g. an ssh-agent or a container runtime's, is reachable through every
+# namespace and Landlock ABI <= 7; socketpair() stays allowed), io_uring_setup (io_uring performs socket and
+# other operations that seccomp cannot see), changes of file metadata (chmod, chown, utimes, extended attributes,
+# file_setattr: Landlock does not cover them) and the kernel keyrings; ioctl; clone; clone3
+_SECCOMP_ARCH = {
+    "x86_64": (0xC000003E, {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "open_by_handle_at": 304},
+               {"socket": 41, "io_uring_setup": 425, "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+                "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260, "utime": 132, "utimes": 235,
+                "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+                "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
+                "removexattrat": 466, "file_setattr": 469, "add_key": 248, "request_key": 249, "keyctl": 250},
+               16, 56, 435),
+    "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "open_by_handle_at": 265},
+                {"socket": 198, "io_uring_setup": 425, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
+                 "fchown": 55, "fchownat": 54, "utimensat": 88, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7,
+                 "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463,
+                 "removexattrat": 466, "file_setattr": 469, "add_key": 217, "request_key": 218, "keyctl": 219},
+                29, 220, 435),
+}
+# ioctl requests that fail with EPERM (on a file opened read-only outside the working directory they would still
+# act): TIOCSTI / TIOCLINUX (type into a terminal), FS_IOC_SETFLAGS (64- and 32-bit) / FS_IOC_FSSETXATTR (inode
+# flags); the kernel compares the request as 32 bits
+DENIED_IOCTLS = (0x5412, 0x541C, 0x40086602, 0x40046602, 0x401C5820)
+SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+
+LIMITS = {"nproc_extra": 16, "fsize_bytes": 64 << 20, "nofile": 128}
+PASS, FAIL, TIMEOUT = "pass", "fail", "timeout"
+_SUCCESS, _FAILED, _UNKNOWN = 0, 1, 3
+_HDR = 32  # shared page: stat, progress, A's flags, B's flags, B's pid, landlock ABI, setup error (int32 each)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_STATE = {"subreaper": 0, "counter": 0}
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+    return ret
+
+
+def _prctl(option: int, arg2: int = 0) -> int:
+    return _check(_libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                              ctypes.c_ulong(0)), f"prctl({option})")
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is absent or disabled."""
+    r = _libc.syscall(SYS_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(LL_CREATE_RULESET_VERSION))
+    return int(r) if r > 0 else 0
+
+
+def _mode() -> str:
+    m = os.environ.get("FASTDLLM_SANDBOX", "auto").strip().lower() or "auto"
+    if m not in ("auto", "mountns", "weak"):
+        raise ValueError(f"FASTDLLM_SANDBOX={m!r}: choose auto, mountns or weak")
+    return m
+
+
+# ------------------------------------------------------------------------------------------------ child setup
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _mount_readonly(workdir: str) -> None:
+    """In a fresh mount namespace: every mount read-only, the working directory a writable bind mount."""
+    def mount(src, dst, flags):
+        _check(_libc.mount(src, dst, None, ctypes.c_ulong(flags), None), f"mount {dst}")
+
+    mount(None, b"/", MS_REC | MS_PRIVATE)
+    wd = workdir.encode()
+    mount(wd, wd, MS_BIND | MS_REC)
+    attr = struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0)
+    _check(_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, attr, len(attr)), "mount_setattr /")
+    attr = struct.pack("QQQQ", 0, MOUNT_ATTR_RDONLY, 0, 0)
+    _check(_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, wd, 0, attr, len(attr)), "mount_setattr workdir")
+
+
+def _landlock(abi: int) -> int:
+    """Restrict this process: writes of any kind only beneath the cwd (and /dev/null); no TCP; scoped signals."""
+    fs = (LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_CHAR | LL_MAKE_DIR | LL_MAKE_REG | LL_MAKE_SOCK
+          | LL_MAKE_FIFO | LL_MAKE_BLOCK | LL_MAKE_SYM)
+    fs |= LL_REFER if abi >= 2 else 0
+    fs |= LL_TRUNCATE if abi >= 3 else 0
+    fs |= LL_IOCTL_DEV if abi >= 5 else 0
+    net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL if abi >= 6 else 0
+    attr = struct.pack("QQQ", fs, net, scoped)[: 8 if abi < 4 else 16 if abi < 6 else 24]
+    rfd = _check(_libc.syscall(SYS_LL_CREATE, attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)),
+                 "landlock_create_ruleset")
+    try:
+        for path, access in ((".", fs), ("/dev/null", LL_WRITE_FILE | (LL_TRUNCATE if abi >= 3 else 0))):
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = struct.pack("=Qi", access, fd)
+                _check(_libc.syscall(SYS_LL_ADD_RULE, rfd, LL_RULE_PATH_BENEATH, rule, 0), f"landlock rule {path}")
+            finally:
+                os.close(fd)
+        _check(_libc.syscall(SYS_LL_RESTRICT, rfd, 0), "landlock_restrict_self")
+    finally:
+        os.close(rfd)
+    return F_LANDLOCK_FS | (F_LANDLOCK_NET if net else 0) | (F_LANDLOCK_SCOPE if scoped else 0)
+
+
+def _seccomp() -> bool:
+    """Kill the process on fork/vfork/execve/execveat/open_by_handle_at and on clone without CLONE_THREAD (threads
+    stay allowed); clone3 fails with ENOSYS (its flags cannot be inspected; libc then falls back to clone); the
+    syscalls and ioctl requests of :data:`_SECCOMP_ARCH` / :data:`DENIED_IOCTLS` fail with EPERM."""
+    spec = _SECCOMP_ARCH.get(platform.machine())
+    if spec is None:
+        return False
+    arch, kill_nrs, eperm_nrs, nr_ioctl, nr_clone, nr_clone3 = spec
+    LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_RET|K
+    kill = (RET, 0, 0, SECCOMP_RET_KILL_PROCESS)
+    eperm, allow = (RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM), (RET, 0, 0, SECCOMP_RET_ALLOW)
+    prog = [(LD, 0, 0, 4), (JEQ, 1, 0, arch), kill, (LD, 0, 0, 0)]  # seccomp_data: nr at 0, arch at 4
+    if platform.machine() == "x86_64":  # x32 ABI numbers
+        prog += [(0x35, 0, 1, 0x40000000), kill]  # BPF_JGE
+    for nr in sorted(kill_nrs.values()):
+        prog += [(JEQ, 0, 1, nr), kill]
+    prog += [(JEQ, 0, 1, nr_clone3), (RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    for nr in sorted(eperm_nrs.values()):
+        prog += [(JEQ, 0, 1, nr), eperm]
+    # ioctl: the request (args[1], low 32 bits at offset 24 on a little-endian machine) against DENIED_IOCTLS
+    n = len(DENIED_IOCTLS)
+    prog += [(JEQ, 0, n + 3, nr_ioctl), (LD, 0, 0, 24 if sys.byteorder == "little" else 28)]
+    prog += [(JEQ, n - i, 0, req) for i, req in enumerate(DENIED_IOCTLS)]
+    prog += [allow, eperm]
+    # clone: args[0] (flags) at offset 16; a thread (CLONE_THREAD) is allowed, a process kills
+    prog += [(JEQ, 0, 3, nr_clone), (LD, 0, 0, 16), (JSET, 1, 0, CLONE_THREAD), kill]
+    prog += [allow]
+    filt = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(filt)
+    fprog = struct.pack("=HxxxxxxQ" if struct.calcsize("P") == 8 else "=HxxI", len(prog), ctypes.addressof(buf))
+    _check(_libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.c_char_p(fprog),
+                       ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+    return True
+
+
+def _drop_caps() -> None:
+    """No capabilities left (also none that uid 0 would regain by executing a program)."""
+    if _libc.prctl(PR_SET_SECUREBITS, ctypes.c_ulong(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED), ctypes.c_ulong(0),
+                   ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0:
+        for cap in range(64):
+            if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                           ctypes.c_ulong(0)) != 0:
+                break
+    hdr = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    _check(_libc.capset(ctypes.c_char_p(hdr), ctypes.c_char_p(bytes(24))), "capset")
+
+
+def _count_tasks(uid: int) -> int:
+    """Threads of ``uid`` on the machine (what RLIMIT_NPROC counts without a user namespace)."""
+    n = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/status") as fh:
+                st = fh.read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in st.splitlines() if ":" in line)
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            n += int(fields.get("Threads", "1"))
+    return n
+
+
+def _set_rlimits(memory_bytes: int | None, cpu_s: int, nproc: int) -> None:
+    import resource
+
+    def lim(kind, soft, hard=None):
+        hard = soft if hard is None else hard
+        cur_soft, cur_hard = resource.getrlimit(kind)
+        if cur_hard != resource.RLIM_INFINITY:
+            hard = min(hard, cur_hard)
+            soft = min(soft, hard)
+        resource.setrlimit(kind, (soft, hard))
+
+    if memory_bytes:
+        lim(resource.RLIMIT_AS, memory_bytes)
+    lim(resource.RLIMIT_CPU, cpu_s, cpu_s + 1)
+    lim(resource.RLIMIT_NPROC, nproc)
+    lim(resource.RLIMIT_FSIZE, LIMITS["fsize_bytes"])
+    lim(resource.RLIMIT_NOFILE, LIMITS["nofile"])
+    lim(resource.RLIMIT_CORE, 0)
+
+
+def _become_private_uid(uid: int) -> None:
+    """Root only: continue as ``uid`` (used by no one else) with one capability, CAP_DAC_READ_SEARCH, so that the
+    solution can still import Python modules from anywhere root can read them (read and search only, never write),
+    while RLIMIT_NPROC, which the kernel never applies to uid 0, applies to it."""
+    for cap in range(64):  # the bounding set: nothing but CAP_DAC_READ_SEARCH can ever come back
+        if cap != CAP_DAC_READ_SEARCH and _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0),
+                                                      ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+            break
+    _prctl(PR_SET_KEEPCAPS, 1)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    keep = 1 << CAP_DAC_READ_SEARCH
+    hdr = struct.pack("=Ii", 0x20080522, 0)
+    data = struct.pack("=IIIIII", keep, keep, 0, 0, 0, 0)  # (effective, permitted, inheritable) x (low, high)
+    _check(_libc.capset(ctypes.c_char_p(hdr), ctypes.c_char_p(data)), "capset")
+    _prctl(PR_SET_KEEPCAPS, 0)
+
+
+def _enter_namespaces(workdir: str, mode: str, root: bool, uid: int, gid: int) -> tuple[int, int]:
+    """(namespaces entered, their flags): the strongest set the kernel allows; with a mount namespace every other
+    mount becomes read-only."""
+    flags = 0
+    ns = 0
+    if mode == "weak":
+        return ns, flags
+    # the read-only mount namespace is used with Landlock too: it also stops what Landlock does not
+    # cover (metadata and inode-flag changes through any syscall); without Landlock it is the only fence
+    base = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS
+    tries = [base, base & ~CLONE_NEWNET, CLONE_NEWPID | CLONE_NEWNS]
+    if mode == "auto" and landlock_abi() >= 1:
+        tries.append(CLONE_NEWPID)  # no mount namespace to be had: Landlock alone fences writes
+    # root creates the namespaces itself (and then becomes a private uid); anyone else needs a user
+    # namespace (same uid inside), in which RLIMIT_NPROC counts only the sandbox's processes
+    for fl in (tries if root else []) + [CLONE_NEWUSER | f for f in tries]:
+        if _libc.unshare(fl) == 0:
+            ns = fl
+            if fl & CLONE_NEWUSER:
+                _write("/proc/self/setgroups", "deny")
+                _write("/proc/self/uid_map", f"{uid} {uid} 1")
+                _write("/proc/self/gid_map", f"{gid} {gid} 1")
+            break
+    flags |= ((F_USERNS if ns & CLONE_NEWUSER else 0) | (F_PIDNS if ns & CLONE_NEWPID else 0)
+              | (F_NETNS if ns & CLONE_NEWNET else 0) | (F_IPCNS if ns & CLONE_NEWIPC else 0))
+    if ns & CLONE_NEWNS:
+        try:
+            _mount_readonly(workdir)
+            flags |= F_MOUNT_RO
+        except OSError:
+            pass
+    return ns, flags
+
+
+def _private_uid(workdir: str, private_id: int, root: bool, ns: int) -> tuple[bool, int]:
+    """(a private uid was taken, flags): root without a user namespace becomes a private uid (RLIMIT_NPROC does
+    not apply to uid 0); anyone else is already bounded by RLIMIT_NPROC."""
+    flags = 0
+    private = False
+    if root and not ns & CLONE_NEWUSER:
+        try:
+            os.chown(workdir, private_id, private_id)
+            _become_private_uid(private_id)
+            private = True
+            flags |= F_PRIVATE_UID | F_NPROC
+        except OSError:  # e.g. a container whose uid map lacks the id: stays uid 0 (RLIMIT_NPROC exempt)
+            pass
+    elif not root:
+        flags |= F_NPROC
+    return private, flags
+
+
+def _wait_without_reaping(pid: int) -> None:
+    """Wait for B without reaping it: B stays this process's (then, by subreaping, the scorer's) child, so its pid
+    cannot be reused before the scorer has killed and reaped it."""
+    while True:
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            break
+        except InterruptedError:
+            continue
+
+
+def _child_a(shm, workdir, target, memory_bytes, cpu_s, mode, private_id):
+    """The sandbox's outer process: session, namespaces, private uid (root); forks the solution process B."""
+    flags = 0
+    try:
+        parent = os.getppid()
+        os.setsid()
+        flags |= F_SESSION
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        uid, gid = os.getuid(), os.getgid()
+        root = os.geteuid() == 0
+        ns, ns_flags = _enter_namespaces(workdir, mode, root, uid, gid)
+        flags |= ns_flags
+        os.chdir(workdir)
+        flags |= F_WORKDIR
+        private, uid_flags = _private_uid(workdir, private_id, root, ns)
+        flags |= uid_flags
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a change of uid clears it: set it again
+        if os.getppid() != parent:  # the scorer died before that
+            os._exit(70)
+        # RLIMIT_NPROC counts a uid's processes (in its user namespace): here the sandbox's own, A and B
+        own = 2 if (private or ns & CLONE_NEWUSER or root) else _count_tasks(uid) + 1
+        struct.pack_into("i", shm, 8, flags)
+        pid = os.fork()
+        if pid == 0:
+            _child_b(shm, workdir, target, memory_bytes, cpu_s, own + LIMITS["nproc_extra"], ns, mode, private)
+        struct.pack_into("i", shm, 16, pid)
+        _wait_without_reaping(pid)
+        os._exit(0)
+    except BaseException as exc:  # noqa: BLE001 - never return into the scorer's code
+        try:
+            struct.pack_into("i", shm, 8, flags)
+            struct.pack_into("i", shm, 24, getattr(exc, "errno", None) or 1)
+        finally:
+            os._exit(70)
+
+
+def _child_b(shm, workdir, target, memory_bytes, cpu_s, nproc, ns, mode, private):
+    """The solution process: limits, Landlock, seccomp, then ``target(shm)``."""
+    flags = 0
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
+            signal.signal(s, signal.SIG_DFL)
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, 1 << 16)  # the scorer's pipes, files and sockets
+        os.environ["TMPDIR"] = workdir
+        tempfile.tempdir = workdir
+        sys.dont_write_bytecode = True
+        _set_rlimits(memory_bytes, cpu_s, nproc)
+        flags |= F_RLIMITS
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        flags |= F_NO_NEW_PRIVS
+        if private:
+            flags |= F_READ_CAP_ONLY  # CAP_DAC_READ_SEARCH (read/search), nothing else, not even in the bounds
+        else:
+            _drop_caps()
+            flags |= F_NO_CAPS
+        abi = landlock_abi() if mode == "auto" else 0
+        struct.pack_into("i", shm, 20, abi)
+        if abi >= 1:
+            flags |= _landlock(abi)
+        if mode != "weak":
+            try:
+                flags |= F_SECCOMP if _seccomp() else 0
+            except OSError:
+                pass
+        struct.pack_into("i", shm, 12, flags)
+    except BaseException as exc:  # noqa: BLE001
+        struct.pack_into("i", shm, 12, flags)
+        struct.pack_into("i", shm, 24, getattr(exc, "errno", None) or 2)
+        os._exit(71)
+    try:
+        target(shm)
+    finally:
+        os._exit(0)
