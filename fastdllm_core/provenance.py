@@ -199,39 +199,9 @@ def out_dir_lock(out_dir, what: str = "run"):
         finally:
             _HELD[key][1] -= 1
         return
-    import fcntl
-
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            raise OutDirBusy(f"{out_dir} is being written by another {holder.get('what', 'run')}: "
-                             f"{_holder_text(holder)}; lock file {path}") from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)  # the holder removed the file between our open and flock: try again
+    fd = _acquire(path, out_dir)
     try:
-        old = _read_holder(fd)
-        if old:
-            host = socket.gethostname()
-            if old.get("host") != host:
-                raise OutDirBusy(f"{out_dir} has a lock from another host: {_holder_text(old)}; lock file {path} "
-                                 "(delete it if that run is gone)")
-            pid = int(old.get("pid", 0) or 0) if str(old.get("pid", "")).isdigit() else 0
-            if pid != os.getpid():
-                if pid and _pid_alive(pid):
-                    raise OutDirBusy(f"{out_dir} is being written by another {old.get('what', 'run')}: "
-                                     f"{_holder_text(old)}; lock file {path}")
-                msg = f"taking over the stale lock {path} of {_holder_text(old)}: that process is gone"
-                log.warning(msg)
-                print(f"warning: {msg}", file=sys.stderr)
+        _check_holder(fd, path, out_dir)
         info = {"pid": os.getpid(), "host": socket.gethostname(),
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": what, "argv": " ".join(sys.argv)[:300]}
         os.ftruncate(fd, 0)
@@ -252,6 +222,49 @@ def out_dir_lock(out_dir, what: str = "run"):
                 d.rmdir()
             except OSError:
                 break
+
+
+def _acquire(path: Path, out_dir: Path) -> int:
+    """An open, ``flock``-ed descriptor of the lock file ``path`` (:class:`OutDirBusy` when another process
+    holds it)."""
+    import fcntl
+
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise OutDirBusy(f"{out_dir} is being written by another {holder.get('what', 'run')}: "
+                             f"{_holder_text(holder)}; lock file {path}") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder removed the file between our open and flock: try again
+
+
+def _check_holder(fd: int, path: Path, out_dir: Path) -> None:
+    """The description left in the lock file: another host's is respected (:class:`OutDirBusy`), a live process's
+    too, a dead process's is taken over with a warning."""
+    old = _read_holder(fd)
+    if not old:
+        return
+    host = socket.gethostname()
+    if old.get("host") != host:
+        raise OutDirBusy(f"{out_dir} has a lock from another host: {_holder_text(old)}; lock file {path} "
+                         "(delete it if that run is gone)")
+    pid = int(old.get("pid", 0) or 0) if str(old.get("pid", "")).isdigit() else 0
+    if pid != os.getpid():
+        if pid and _pid_alive(pid):
+            raise OutDirBusy(f"{out_dir} is being written by another {old.get('what', 'run')}: "
+                             f"{_holder_text(old)}; lock file {path}")
+        msg = f"taking over the stale lock {path} of {_holder_text(old)}: that process is gone"
+        log.warning(msg)
+        print(f"warning: {msg}", file=sys.stderr)
 
 
 def _read_holder(fd: int) -> dict:

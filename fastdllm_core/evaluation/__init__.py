@@ -30,6 +30,21 @@ def shared_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
 
 
+def local_test_file(data_path, env_var: str, fname: str, missing: str, not_found: str) -> Path:
+    """A task's local test file: ``data_path`` (the file, or the suite directory holding ``fname``), else
+    ``$env_var``.  :class:`TaskUnavailable` with ``missing`` when neither is given, with ``not_found`` (``{p}``:
+    the path looked at) when there is no such file."""
+    p = data_path or os.environ.get(env_var)
+    if not p:
+        raise TaskUnavailable(missing)
+    p = Path(p)
+    if p.is_dir():
+        p = p / fname
+    if not p.is_file():
+        raise TaskUnavailable(not_found.replace("{p}", str(p)))
+    return p
+
+
 def run_task(*args, **kwargs):
     """See :func:`fastdllm_core.evaluation.runner.run_task`."""
     from .runner import run_task as _run

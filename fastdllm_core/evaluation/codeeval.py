@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from ..provenance import atomic_path
-from . import TaskUnavailable, offline, shared_dir
+from . import TaskUnavailable, local_test_file, offline, shared_dir
 from .datacheck import check_file
 
 log = logging.getLogger(__name__)
@@ -74,16 +74,11 @@ def resolve_dataset(task: str, data_path, work_dir: Path | None, check_only: boo
     without writing anything (the returned path is then the source file)."""
     if task in SYNTH_FILES:
         env_var, fname = SYNTH_FILES[task]
-        p = data_path or os.environ.get(env_var)
-        if not p:
-            raise TaskUnavailable(f"{task} needs its test file: pass data_path=<suite dir>/{fname} (written by "
-                                  f"fastdllm_core.evaluation.synthetic.write_suite) or set {env_var}")
-        p = Path(p)
-        if p.is_dir():
-            p = p / fname
-        if not p.is_file():
-            raise TaskUnavailable(f"{task} test file not found: {p} (write it with synthetic.write_suite; "
-                                  f"pass data_path= or set {env_var})")
+        p = local_test_file(data_path, env_var, fname,
+                            f"{task} needs its test file: pass data_path=<suite dir>/{fname} (written by "
+                            f"fastdllm_core.evaluation.synthetic.write_suite) or set {env_var}",
+                            f"{task} test file not found: {{p}} (write it with synthetic.write_suite; "
+                            f"pass data_path= or set {env_var})")
         check_file(task, p)  # names file, line and field of a bad item; an empty file fails here too
         return p, True, f"synthetic suite {p}"
     env_var = "HUMANEVAL_OVERRIDE_PATH" if task == "humaneval" else "MBPP_OVERRIDE_PATH"
@@ -94,29 +89,37 @@ def resolve_dataset(task: str, data_path, work_dir: Path | None, check_only: boo
         if Path(cand).is_file():
             p, source = cand, f"original HumanEval {cand}"
     if p:
-        p = Path(p)
-        if not p.is_file():
-            raise TaskUnavailable(f"{task} dataset not found at {p} ({source}); fix data_path= or ${env_var}")
-        check_file(task, p)  # names file, line and field of a bad item; an empty file fails here too
-        rows = read_jsonl(p)
-        if "plus_input" in rows[0] and rows[0]["plus_input"]:
-            return p, True, source
-        if task == "mbpp":
-            raise TaskUnavailable(f"{p} has no EvalPlus inputs (plus_input); MBPP needs the MbppPlus file "
-                                  "(set MBPP_OVERRIDE_PATH to MbppPlus-*.jsonl)")
-        note = source + " (no plus inputs: base tests only)"
-        if check_only:
-            return p, False, note
-        work_dir = Path(work_dir)
-        work_dir.mkdir(parents=True, exist_ok=True)
-        out = work_dir / "humaneval_base_only.jsonl"
-        with atomic_path(out) as tmp:  # never a half-written file under the fixed name
-            if "base_input" in rows[0]:
-                tmp.write_text("".join(json.dumps({**r, "plus_input": []}) + "\n" for r in rows))
-            else:
-                _worker(["convert-humaneval", "--src", str(p), "--out", str(tmp)], {}, timeout=600)
-        return out, False, note
-    # EvalPlus' own download (HumanEval+ / MBPP+), only when online
+        return _local_dataset(task, Path(p), source, env_var, work_dir, check_only)
+    return _evalplus_download(task, env_var)
+
+
+def _local_dataset(task: str, p: Path, source: str, env_var: str, work_dir, check_only: bool):
+    """A local HumanEval(+) / MBPP+ file; the original HumanEval (no plus inputs) is rewritten base-only."""
+    if not p.is_file():
+        raise TaskUnavailable(f"{task} dataset not found at {p} ({source}); fix data_path= or ${env_var}")
+    check_file(task, p)  # names file, line and field of a bad item; an empty file fails here too
+    rows = read_jsonl(p)
+    if "plus_input" in rows[0] and rows[0]["plus_input"]:
+        return p, True, source
+    if task == "mbpp":
+        raise TaskUnavailable(f"{p} has no EvalPlus inputs (plus_input); MBPP needs the MbppPlus file "
+                              "(set MBPP_OVERRIDE_PATH to MbppPlus-*.jsonl)")
+    note = source + " (no plus inputs: base tests only)"
+    if check_only:
+        return p, False, note
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    out = work_dir / "humaneval_base_only.jsonl"
+    with atomic_path(out) as tmp:  # never a half-written file under the fixed name
+        if "base_input" in rows[0]:
+            tmp.write_text("".join(json.dumps({**r, "plus_input": []}) + "\n" for r in rows))
+        else:
+            _worker(["convert-humaneval", "--src", str(p), "--out", str(tmp)], {}, timeout=600)
+    return out, False, note
+
+
+def _evalplus_download(task: str, env_var: str):
+    """EvalPlus' own download (HumanEval+ / MBPP+), only when online."""
     if offline():
         raise TaskUnavailable(f"{task}: offline and no local dataset; set {env_var} to the EvalPlus "
                               f"{'HumanEvalPlus' if task == 'humaneval' else 'MbppPlus'} jsonl (or pass data_path=)"

@@ -57,23 +57,74 @@ def _check(job) -> dict:
     return out
 
 
+def _dataset_api(dataset: str):
+    """(problems loader, dataset hash, MBPP tasks whose output only needs to be not None) of EvalPlus."""
+    from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
+
+    if dataset == "humaneval":
+        from evalplus.data import get_human_eval_plus as get_problems
+        from evalplus.data import get_human_eval_plus_hash as get_hash
+        return get_problems, get_hash, []
+    from evalplus.data import get_mbpp_plus as get_problems
+    from evalplus.data import get_mbpp_plus_hash as get_hash
+    return get_problems, get_hash, MBPP_OUTPUT_NOT_NONE_TASKS
+
+
+def _groundtruth(subset: dict, ids: list[str], get_hash, not_none) -> dict:
+    """EvalPlus' expected outputs of ``subset``, computed once per key (cached by EvalPlus)."""
+    from evalplus.evaluate import CACHE_DIR, get_groundtruth
+
+    # ground truth is cached by EvalPlus under this hash: include the subset so a --limit run never collides
+    key = get_hash() + "-" + hashlib.md5("\n".join(ids).encode()).hexdigest()[:12]
+    # EvalPlus writes its cache file in place (open "wb", then pickle) and loads it whenever it exists: a second
+    # scoring starting meanwhile (the DAG's parallel evaluation jobs) would load a truncated file. One at a time
+    # per key: the others wait here and then load the complete file.
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    with open(os.path.join(CACHE_DIR, f"{key}.fastdllm.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return get_groundtruth(subset, key, not_none)
+
+
+def _probe_sandbox(sandbox) -> dict | None:
+    """The sandbox this machine gives (logged, a warning when weaker than the full set); None when none works."""
+    try:
+        probe = sandbox.probe_with_fallback()  # a mode that cannot be set up falls back to a weaker one, logged
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    print(f"sandbox for model-written code: {probe['description']}", file=sys.stderr)
+    if probe["fallback_from"] or not probe["full"]:
+        print(f"WARNING: weaker sandbox than the full set (mode {probe['mode']}"
+              f"{', after ' + probe['fallback_from'] + ' failed' if probe['fallback_from'] else ''}): "
+              f"{probe['description']}; see README 'Sandbox for model-written code'", file=sys.stderr)
+    return probe
+
+
+def _sandbox_report(sandbox, results: list[dict], probe: dict) -> dict:
+    """What the checks really ran with (warnings when less than probed, or when some could not set up)."""
+    flags = -1
+    for r in results:
+        flags &= r["flags"]
+    used = sandbox.describe(flags if results else probe["flags"], probe["landlock_abi"])
+    if results and flags != probe["flags"]:
+        print(f"WARNING: some solutions ran with less than the probed sandbox: {used}", file=sys.stderr)
+    setup_failures = sum(r["setup_failures"] for r in results)
+    if setup_failures:
+        print(f"WARNING: {setup_failures} check(s) could not set up their sandbox and were scored as not passing",
+              file=sys.stderr)
+    return {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
+            "mode": probe["mode"], "landlock_abi": probe["landlock_abi"],
+            "fallback_from": probe["fallback_from"], "setup_failures": setup_failures}
+
+
 def _score(args) -> int:
     from concurrent.futures import ProcessPoolExecutor
 
     from evalplus.eval import PASS  # EvalPlus is loaded here once, not in every sandboxed child
-    from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
-    from evalplus.evaluate import get_groundtruth
 
     from fastdllm_core.evaluation import sandbox
 
-    if args.dataset == "humaneval":
-        from evalplus.data import get_human_eval_plus as get_problems
-        from evalplus.data import get_human_eval_plus_hash as get_hash
-        not_none = []
-    else:
-        from evalplus.data import get_mbpp_plus as get_problems
-        from evalplus.data import get_mbpp_plus_hash as get_hash
-        not_none = MBPP_OUTPUT_NOT_NONE_TASKS
+    get_problems, get_hash, not_none = _dataset_api(args.dataset)
     samples = _read_jsonl(args.samples)
     problems = get_problems(err_incomplete=False)
     missing = sorted({s["task_id"] for s in samples} - set(problems))
@@ -82,27 +133,10 @@ def _score(args) -> int:
         return 2
     ids = sorted({s["task_id"] for s in samples})
     subset = {t: problems[t] for t in ids}
-    # ground truth is cached by EvalPlus under this hash: include the subset so a --limit run never collides
-    key = get_hash() + "-" + hashlib.md5("\n".join(ids).encode()).hexdigest()[:12]
-    # EvalPlus writes its cache file in place (open "wb", then pickle) and loads it whenever it exists: a second
-    # scoring starting meanwhile (the DAG's parallel evaluation jobs) would load a truncated file. One at a time
-    # per key: the others wait here and then load the complete file.
-    from evalplus.evaluate import CACHE_DIR
-
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    with open(os.path.join(CACHE_DIR, f"{key}.fastdllm.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        expected = get_groundtruth(subset, key, not_none)
-    try:
-        probe = sandbox.probe_with_fallback()  # a mode that cannot be set up falls back to a weaker one, logged
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    expected = _groundtruth(subset, ids, get_hash, not_none)
+    probe = _probe_sandbox(sandbox)
+    if probe is None:
         return 2
-    print(f"sandbox for model-written code: {probe['description']}", file=sys.stderr)
-    if probe["fallback_from"] or not probe["full"]:
-        print(f"WARNING: weaker sandbox than the full set (mode {probe['mode']}"
-              f"{', after ' + probe['fallback_from'] + ' failed' if probe['fallback_from'] else ''}): "
-              f"{probe['description']}; see README 'Sandbox for model-written code'", file=sys.stderr)
     jobs = [(args.dataset, subset[s["task_id"]], s["solution"], expected[s["task_id"]], args.base_only,
              args.min_time_limit, args.gt_time_limit_factor) for s in samples]
     if args.parallel > 1:
@@ -111,23 +145,12 @@ def _score(args) -> int:
     else:
         results = [_check(j) for j in jobs]
     out = []
-    flags = -1
     for s, r in zip(samples, results):
         base = r["base"]
         plus = None if args.base_only else r["plus"]
-        flags &= r["flags"]
         out.append({"task_id": s["task_id"], "base_status": base, "plus_status": plus,
                     "base_pass": base == PASS, "plus_pass": None if args.base_only else (base == plus == PASS)})
-    used = sandbox.describe(flags if results else probe["flags"], probe["landlock_abi"])
-    if results and flags != probe["flags"]:
-        print(f"WARNING: some solutions ran with less than the probed sandbox: {used}", file=sys.stderr)
-    setup_failures = sum(r["setup_failures"] for r in results)
-    if setup_failures:
-        print(f"WARNING: {setup_failures} check(s) could not set up their sandbox and were scored as not passing",
-              file=sys.stderr)
-    sandbox_info = {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
-                    "mode": probe["mode"], "landlock_abi": probe["landlock_abi"],
-                    "fallback_from": probe["fallback_from"], "setup_failures": setup_failures}
+    sandbox_info = _sandbox_report(sandbox, results, probe)
     with open(args.out, "w") as fh:
         json.dump({"dataset": args.dataset, "base_only": args.base_only, "sandbox": sandbox_info, "results": out},
                   fh)

@@ -306,20 +306,13 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
     thr = _throughput(lm.gen_stats)
     source = loaded.source
     label = model_label or Path(source.rstrip("/")).name or source
-    used = sorted(lm.used_max_new_tokens)
-    used_len = used[0] if len(used) == 1 else "/".join(map(str, used))  # "" when nothing was generated
-    len_source = ("" if not used else
-                  "fixed (config)" if not task_lengths else
-                  "task: EvalPlus default" if task in CODE_TASKS else
-                  "task: lm-eval max_gen_toks" if lm.requested_max_gen_toks else "task: lm-eval default")
+    used, used_len, len_source = _lengths_used(lm, task, task_lengths)
     cfg = {"task": task, "mode": mode, "decode": decode.to_dict(), "batch_size": batch_size, "limit": limit,
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {}}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
-    fewshot = info.get("num_fewshot")
-    if isinstance(fewshot, dict):
-        fewshot = sorted(set(fewshot.values()))[0] if len(set(fewshot.values())) == 1 else json.dumps(fewshot)
+    fewshot = _fewshot(info.get("num_fewshot"))
     notes = []
     if task in CODE_TASKS and info.get("n_no_code"):
         notes.append(f"{info['n_no_code']} of {len(samples)} answers had no {'function'} (scored wrong)")
@@ -349,3 +342,21 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
         "truncated_prompts": lm.n_truncated_prompts})
     write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
     return out_rows
+
+
+def _lengths_used(lm, task: str, task_lengths: bool):
+    """(generation lengths used, the row's ``max_new_tokens``, where it came from)."""
+    used = sorted(lm.used_max_new_tokens)
+    used_len = used[0] if len(used) == 1 else "/".join(map(str, used))  # "" when nothing was generated
+    len_source = ("" if not used else
+                  "fixed (config)" if not task_lengths else
+                  "task: EvalPlus default" if task in CODE_TASKS else
+                  "task: lm-eval max_gen_toks" if lm.requested_max_gen_toks else "task: lm-eval default")
+    return used, used_len, len_source
+
+
+def _fewshot(fewshot):
+    """The number of few-shot examples (one number when every subtask has the same, else the JSON of them)."""
+    if isinstance(fewshot, dict):
+        return sorted(set(fewshot.values()))[0] if len(set(fewshot.values())) == 1 else json.dumps(fewshot)
+    return fewshot

@@ -18,7 +18,7 @@ import functools
 import os
 from pathlib import Path
 
-from . import TaskUnavailable, offline, shared_dir
+from . import TaskUnavailable, local_test_file, offline, shared_dir
 
 BOXED_CUE = "Please reason step by step, and put your final answer within \\boxed{}."
 LM_EVAL_NAME = {"gsm8k": "gsm8k", "synth_arith": "gsm8k", "minerva_math": "minerva_math", "ifeval": "ifeval",
@@ -115,16 +115,10 @@ LOCAL_STAND_INS = {"synth_math": "math_test.jsonl", "synth_mc": "mc_test.jsonl",
 def resolve_stand_in_path(task: str, data_path) -> Path:
     """The local test file of a stand-in task (``data_path``: the file or the suite directory)."""
     env = f"FASTDLLM_{task.upper()}_PATH"
-    p = data_path or os.environ.get(env)
-    if not p:
-        raise TaskUnavailable(f"{task} needs its test file: pass data_path=<suite dir>/{LOCAL_STAND_INS[task]} "
-                              f"(written by synthetic.write_suite) or set {env}")
-    p = Path(p)
-    if p.is_dir():
-        p = p / LOCAL_STAND_INS[task]
-    if not p.is_file():
-        raise TaskUnavailable(f"{task} dataset not found: {p} (fix data_path= or ${env})")
-    return p
+    return local_test_file(data_path, env, LOCAL_STAND_INS[task],
+                           f"{task} needs its test file: pass data_path=<suite dir>/{LOCAL_STAND_INS[task]} "
+                           f"(written by synthetic.write_suite) or set {env}",
+                           f"{task} dataset not found: {{p}} (fix data_path= or ${env})")
 
 
 def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") -> tuple[list, dict]:
