@@ -21,13 +21,13 @@ The final partial sequence is filled with the mask token.  Packed samples attend
 """
 from __future__ import annotations
 
-import gzip
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from .jsonl import iter_jsonl
 
 IGNORE = -100
 PACKINGS = ("pad", "naive", "whole")
@@ -39,24 +39,13 @@ def read_jsonl(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"training data file not found: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
     rows = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-                try:
-                    check_row(row)
-                except ValueError as exc:
-                    raise ValueError(f"{path}:{n}: {exc}") from None
-                rows.append(row)
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: cannot be read as UTF-8 JSONL ({type(exc).__name__}: {exc})") from None
+    for n, row in iter_jsonl(path):
+        try:
+            check_row(row)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: {exc}") from None
+        rows.append(row)
     return rows
 
 

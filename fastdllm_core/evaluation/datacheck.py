@@ -2,9 +2,9 @@
 task reads, of the right types, and at least one item.  An error names the file, the line and the field."""
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
+
+from ..jsonl import iter_jsonl
 
 _STR, _LIST, _NUM, _INT = (str,), (list,), (int, float), (int,)
 _EVALPLUS = {"task_id": _STR, "prompt": _STR, "canonical_solution": _STR, "entry_point": _STR, "base_input": _LIST,
@@ -47,18 +47,7 @@ def _bad_type(v, types) -> bool:
 
 def iter_rows(path: Path):
     """(line number, parsed JSON) for every non-blank line; DataError naming the file and line otherwise."""
-    op = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with op(path, "rt", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    yield n, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{n}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise DataError(f"{path}: cannot be read as UTF-8 JSONL ({type(exc).__name__}: {exc})") from None
+    yield from iter_jsonl(path, DataError)
 
 
 def check_file(task: str, path) -> int:
