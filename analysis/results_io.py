@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-DECODE_KEYS = ("block_size", "sub_block_size", "threshold", "use_sub_block_cache")
+from fastdllm_core.config import SLUG_FIELDS, TRUE_WORDS
+from fastdllm_core.stats import finite_float
+
+DECODE_KEYS = SLUG_FIELDS  # the decoding columns of a row (DecodeConfig.point_fields)
 
 
 def load_csv(path) -> pd.DataFrame:
@@ -19,19 +22,13 @@ def load_csv(path) -> pd.DataFrame:
 
 
 def to_bool(v) -> bool:
+    """A CSV cell as a boolean, leniently: a word of :data:`~fastdllm_core.config.TRUE_WORDS` is True, any other
+    string, an empty cell or NaN False."""
     if isinstance(v, str):
-        return v.strip().lower() in ("true", "1", "yes", "on")
+        return v.strip().lower() in TRUE_WORDS
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return False
     return bool(v)
-
-
-def _num(v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def _matches(row, decode: dict) -> bool:
@@ -43,7 +40,7 @@ def _matches(row, decode: dict) -> bool:
             if to_bool(got) != to_bool(want):
                 return False
         else:
-            g, w = _num(got), _num(want)
+            g, w = finite_float(got), finite_float(want)
             if g is None or w is None or abs(g - w) > 1e-9:
                 return False
     return True
@@ -86,7 +83,7 @@ def lookup(df: pd.DataFrame, value_col: str = "value", decode: dict | None = Non
     if status != "ok":
         note = str(r.get("note", "") or "").strip() or f"status {status}"
         return None, note
-    v = _num(r.get(value_col))
+    v = finite_float(r.get(value_col))
     if v is None:
         return None, f"no numeric {value_col}"
     return v, ""

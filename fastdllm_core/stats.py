@@ -1,9 +1,19 @@
-"""Small statistics for accuracy rows: Wilson score intervals and a two-proportion comparison."""
+"""Small statistics for accuracy rows: Wilson score intervals and a two-proportion comparison; reading a number
+from a CSV cell."""
 from __future__ import annotations
 
 import math
 
 Z95 = 1.959963984540054
+
+
+def finite_float(v) -> float | None:
+    """``v`` as a float (a CSV cell, a number), or None when it is not a number or NaN."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
 
 
 def wilson(k: float, n: int, z: float = Z95) -> tuple[float, float]:

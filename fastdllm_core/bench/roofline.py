@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import torch
 
 from ..provenance import NOT_AVAILABLE, run_metadata, write_csv_atomic
+from ..stats import finite_float
 
 # Vendor peak HBM bandwidths (GB/s, 1e9 bytes/s) by a substring of the CUDA device name; most specific first.
 SPEC_BANDWIDTH_GBS = [
@@ -103,26 +103,18 @@ def measure_bandwidth(device: str = "cpu", nbytes: int | None = None, iters: int
     return 2 * src.numel() * 4 * iters / secs / 1e9
 
 
-def _f(v):
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: float, bandwidth_source: str,
                   spec_gbs: float | None = None) -> list[dict]:
     """One roofline row per bench row (AR and diffusion), against the same bandwidth."""
     out = []
     for r in bench_rows:
-        tps, tpf, b = _f(r.get("tokens_per_s")), _f(r.get("tokens_per_forward")), int(float(r["batch_size"]))
+        tps, tpf, b = finite_float(r.get("tokens_per_s")), finite_float(r.get("tokens_per_forward")), int(float(r["batch_size"]))
         if tps is None or tpf is None:
             continue
         wbytes = traffic["weight_bytes_per_forward"]
         limit1 = bandwidth_gbs * 1e9 / wbytes  # forwards/s bound at batch 1, weights only
         bound = limit1 * tpf * b
-        ctx = (_f(r.get("prompt_len_mean")) or 0.0) + (_f(r.get("max_new_tokens")) or 0.0) / 2
+        ctx = (finite_float(r.get("prompt_len_mean")) or 0.0) + (finite_float(r.get("max_new_tokens")) or 0.0) / 2
         kvb = kv_bytes(config, ctx, b, traffic["bytes_per_param"])
         bound_kv = bandwidth_gbs * 1e9 / (wbytes + kvb) * tpf * b
         row = {k: r.get(k, "") for k in ("model", "model_label", "weights", "mode", "baseline", "batch_size",
