@@ -32,13 +32,15 @@ def fingerprint_files(paths) -> list:
 
 
 def code_fingerprint() -> str:
-    """Hash of the installed fastdllm_core sources (so cached measurements are redone when the code changes)."""
+    """Hash of the installed fastdllm_core sources and data files (so cached measurements are redone when the code
+    changes)."""
     import hashlib
 
     import fastdllm_core
 
     h = hashlib.sha256()
-    for f in sorted(Path(fastdllm_core.__file__).parent.rglob("*.py")):
+    root = Path(fastdllm_core.__file__).parent
+    for f in sorted(p for pattern in ("*.py", "*.json") for p in root.rglob(pattern)):  # code and its data
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]

@@ -11,62 +11,22 @@ from __future__ import annotations
 
 import json
 import random
-import string
+from pathlib import Path
 
-# ------------------------------------------------------------------------------------------------ HumanEval form
-# (name, arg, docstring, body, input kind, constant ranges); {k}, {m} integers, {c}, {d} letters
-_HE = [
-    ("add_{k}", "x", "Return x plus {k}.", "return x + {k}", "int", {"k": range(1, 40)}),
-    ("sub_{k}", "x", "Return x minus {k}.", "return x - {k}", "int", {"k": range(1, 40)}),
-    ("mul_{k}", "x", "Return x times {k}.", "return x * {k}", "int", {"k": range(2, 40)}),
-    ("mod_{k}", "x", "Return x modulo {k}.", "return x % {k}", "int", {"k": range(2, 40)}),
-    ("gt_{k}", "x", "Return True if x is greater than {k}.", "return x > {k}", "int", {"k": range(1, 40)}),
-    ("cap_{k}", "x", "Return x, but at most {k}.", "return min(x, {k})", "int", {"k": range(1, 40)}),
-    ("addmul_{k}_{m}", "x", "Return x plus {k}, times {m}.", "y = x + {k}\n    return y * {m}", "int",
-     {"k": range(1, 10), "m": range(2, 10)}),
-    ("muladd_{k}_{m}", "x", "Return x times {k}, plus {m}.", "y = x * {k}\n    return y + {m}", "int",
-     {"k": range(2, 10), "m": range(1, 10)}),
-    ("incall_{k}", "xs", "Add {k} to each item of xs.", "return [v + {k} for v in xs]", "list",
-     {"k": range(1, 30)}),
-    ("scale_{k}", "xs", "Multiply each item of xs by {k}.", "return [v * {k} for v in xs]", "list",
-     {"k": range(2, 30)}),
-    ("count_gt_{k}", "xs", "Count the items of xs greater than {k}.", "return len([v for v in xs if v > {k}])",
-     "list", {"k": range(1, 30)}),
-    ("keep_lt_{k}", "xs", "Keep the items of xs less than {k}.", "return [v for v in xs if v < {k}]", "list",
-     {"k": range(1, 30)}),
-    ("sum_gt_{k}", "xs", "Return the sum of the items of xs greater than {k}.",
-     "ys = [v for v in xs if v > {k}]\n    return sum(ys)", "list", {"k": range(1, 30)}),
-    ("first_{k}", "xs", "Return the first {k} items of xs.", "return xs[:{k}]", "list", {"k": range(1, 10)}),
-    ("rep_{k}", "s", "Return s repeated {k} times.", "return s * {k}", "str", {"k": range(2, 10)}),
-    ("last_{k}", "s", "Return the last {k} characters of s.", "return s[-{k}:]", "str", {"k": range(1, 10)}),
-    ("count_{c}", "s", "Count the letter '{c}' in s.", "return s.count('{c}')", "str",
-     {"c": string.ascii_lowercase}),
-    ("swap_{c}_{d}", "s", "Replace each '{c}' in s by '{d}'.", "return s.replace('{c}', '{d}')", "str",
-     {"c": string.ascii_lowercase[:23], "d": "xyz"}),
-]
+# ------------------------------------------------------------------------------------------------ templates
+# code_templates.json: per form (humaneval: signature + docstring; mbpp: task sentence + example), a list of
+# (name or entry point, arg, docstring or task sentence, body, input kind, constant ranges); {k}, {m} are integers
+# (ranges, written [start, stop]), {c}, {d} letters (strings)
+TEMPLATES_FILE = Path(__file__).with_name("code_templates.json")
 
-# ------------------------------------------------------------------------------------------------ MBPP form
-# (entry point, arg, task sentence, body, input kind, constant ranges)
-_MBPP = [
-    ("square_plus", "x", "return the square of x plus {k}", "return x * x + {k}", "int", {"k": range(1, 60)}),
-    ("div_down", "x", "return x divided by {k}, rounded down", "return x // {k}", "int", {"k": range(2, 60)}),
-    ("double_minus", "x", "return twice x minus {k}", "return 2 * x - {k}", "int", {"k": range(1, 60)}),
-    ("is_multiple", "x", "check whether x is a multiple of {k}", "return x % {k} == 0", "int", {"k": range(2, 60)}),
-    ("sum_plus", "xs", "return the sum of the list xs plus {k}", "return sum(xs) + {k}", "list",
-     {"k": range(1, 60)}),
-    ("count_value", "xs", "count how many times {k} appears in the list xs", "return xs.count({k})", "list",
-     {"k": range(0, 60)}),
-    ("drop_below", "xs", "remove the items of the list xs that are below {k}", "return [v for v in xs if v >= {k}]",
-     "list", {"k": range(1, 60)}),
-    ("max_plus", "xs", "return the largest item of the list xs plus {k}, or {k} for an empty list",
-     "if not xs:\n        return {k}\n    return max(xs) + {k}", "list", {"k": range(1, 60)}),
-    ("wrap_char", "s", "return the string s with '{c}' added at both ends", "return '{c}' + s + '{c}'", "str",
-     {"c": string.ascii_lowercase}),
-    ("longer_than", "s", "check whether the string s is longer than {k} characters", "return len(s) > {k}", "str",
-     {"k": range(0, 30)}),
-    ("head_rep", "s", "return the first character of s repeated {k} times", "return s[:1] * {k}", "str",
-     {"k": range(2, 30)}),
-]
+
+def _templates(form: str) -> list[tuple]:
+    doc = json.loads(TEMPLATES_FILE.read_text())
+    return [(*t[:5], {k: range(*v) if isinstance(v, list) else v for k, v in t[5].items()}) for t in doc[form]]
+
+
+_HE = _templates("humaneval")
+_MBPP = _templates("mbpp")
 
 
 def _inputs(kind: str, rng: random.Random, n: int, wide: bool) -> list[list]:
