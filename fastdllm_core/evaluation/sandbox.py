@@ -58,7 +58,7 @@ import time
 
 from .sandbox_setup import (FAIL, FLAG_NAMES, F_LANDLOCK_FS, F_MOUNT_RO, F_NO_CAPS, F_NO_NEW_PRIVS, F_NPROC, F_PIDNS,
                             F_READ_CAP_ONLY, F_RLIMITS, F_SECCOMP, F_SESSION, F_WORKDIR, PASS, PR_SET_CHILD_SUBREAPER,
-                            TIMEOUT, _FAILED, _HDR, _STATE, _SUCCESS, _UNKNOWN, _child_a, _mode, _prctl, landlock_abi)
+                            TIMEOUT, _FAILED, _HDR, _STATE, _SUCCESS, _UNKNOWN, _child_a, _mode, _prctl)
 
 log = logging.getLogger(__name__)
 
