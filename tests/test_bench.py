@@ -208,6 +208,7 @@ def test_roofline_rows_math():
 
 def test_roofline_cli_on_a_bench_csv(tmp_path, capsys):
     from fastdllm_core.bench import roofline
+    from fastdllm_core.cli import roofline as roofline_cli
 
     b = tmp_path / "b.csv"
     assert bench_cli.main(["--model", "random:tiny", "--out", str(b), "--batch-sizes", "1", "--thresholds", "0.9",
@@ -215,13 +216,13 @@ def test_roofline_cli_on_a_bench_csv(tmp_path, capsys):
                        "--max-new-tokens", "8", "--repeats", "1", "--warmup", "0", "--no-profile", "--quiet",
                        "--synthetic-prompts", "1", "--prompt-len", "8"]) == 0
     r = tmp_path / "r.csv"
-    assert roofline.main(["--bench", str(b), "--out", str(r), "--bandwidth-gbs", "10"]) == 0
+    assert roofline_cli.main(["--bench", str(b), "--out", str(r), "--bandwidth-gbs", "10"]) == 0
     with open(r) as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 and rows[0]["bandwidth_source"] == "given"
     assert float(rows[0]["fraction_of_roofline"]) == pytest.approx(
         float(rows[0]["tokens_per_s"]) * float(rows[0]["weight_bytes_per_forward"]) / 10e9)
-    assert roofline.main(["--bench", str(tmp_path / "none.csv"), "--out", str(r)]) == 2
+    assert roofline_cli.main(["--bench", str(tmp_path / "none.csv"), "--out", str(r)]) == 2
     assert roofline.measure_bandwidth("cpu", nbytes=1 << 22, iters=2) > 0
 
 

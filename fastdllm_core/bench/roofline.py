@@ -17,19 +17,15 @@ Bandwidth: given (``--bandwidth-gbs``), measured (a device-to-device copy on CUD
 read + write bytes), and, for known GPUs, the vendor's specification.  CPU rows say ``bandwidth_source =
 cpu_measured_copy``: a CPU roofline, not a GPU one.
 
-    python -m fastdllm_core.bench.roofline --bench results/bench.csv --out results/roofline.csv --measure-bandwidth
+    fastdllm roofline --bench results/bench.csv --out results/roofline.csv --measure-bandwidth
 """
 from __future__ import annotations
 
-import argparse
-import csv
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-from ..provenance import NOT_AVAILABLE, run_metadata, write_csv_atomic
+from ..provenance import NOT_AVAILABLE
 from ..stats import finite_float
 
 # Vendor peak HBM bandwidths (GB/s, 1e9 bytes/s) by a substring of the CUDA device name; most specific first.
@@ -108,7 +104,8 @@ def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: 
     """One roofline row per bench row (AR and diffusion), against the same bandwidth."""
     out = []
     for r in bench_rows:
-        tps, tpf, b = finite_float(r.get("tokens_per_s")), finite_float(r.get("tokens_per_forward")), int(float(r["batch_size"]))
+        tps, tpf = finite_float(r.get("tokens_per_s")), finite_float(r.get("tokens_per_forward"))
+        b = int(float(r["batch_size"]))
         if tps is None or tpf is None:
             continue
         wbytes = traffic["weight_bytes_per_forward"]
@@ -149,65 +146,3 @@ def model_for_traffic(source: str, dtype: str):
     cfg = load_config(source)
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype))
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fastdllm_core.bench.roofline", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bench", required=True, help="a CSV written by `fastdllm bench`")
-    p.add_argument("--out", required=True)
-    p.add_argument("--model", default=None, help="model source for the byte count (default: the CSV's model column)")
-    bw = p.add_mutually_exclusive_group()
-    bw.add_argument("--bandwidth-gbs", type=float, default=None, help="memory bandwidth to compare against (GB/s)")
-    bw.add_argument("--measure-bandwidth", action="store_true", help="measure a copy bandwidth on --device")
-    p.add_argument("--device", default=None, help="device for --measure-bandwidth (default: the CSV's device)")
-    p.add_argument("--modes", nargs="+", default=["ar", "bd"])
-    p.add_argument("--batch-sizes", nargs="+", type=int, default=None, help="keep only these batch sizes")
-    args = p.parse_args(argv)
-    path = Path(args.bench)
-    if not path.is_file():
-        print(f"roofline: error: bench CSV not found: {path}", file=sys.stderr)
-        return 2
-    if args.bandwidth_gbs is not None and args.bandwidth_gbs <= 0:
-        print(f"roofline: error: --bandwidth-gbs must be positive, got {args.bandwidth_gbs}", file=sys.stderr)
-        return 2
-    with open(path) as f:
-        rows = [r for r in csv.DictReader(f) if r["mode"] in args.modes]
-    if args.batch_sizes:
-        rows = [r for r in rows if int(r["batch_size"]) in args.batch_sizes]
-    if not rows:
-        print(f"roofline: error: no rows of modes {args.modes} in {path}", file=sys.stderr)
-        return 2
-    sources = {r["model"] for r in rows}
-    if args.model is None and len(sources) != 1:
-        print(f"roofline: error: the CSV holds several models {sorted(sources)}; pick one with --model", file=sys.stderr)
-        return 2
-    source = args.model or sources.pop()
-    rows = [r for r in rows if r["model"] == source] or rows
-    dtype = rows[0].get("dtype") or "float32"
-    model = model_for_traffic(source, dtype)
-    traffic = weight_traffic(model, dtype_bytes(dtype))
-    device = args.device or rows[0].get("device") or "cpu"
-    dev_name = rows[0].get("device_name", "")
-    spec = spec_bandwidth(dev_name) if rows[0].get("device_type") == "cuda" else None
-    if args.bandwidth_gbs is not None:
-        bw_gbs, source_bw = args.bandwidth_gbs, "given"
-    elif args.measure_bandwidth or spec is None:
-        bw_gbs = measure_bandwidth(device)
-        source_bw = "cuda_measured_d2d_copy" if device.startswith("cuda") else "cpu_measured_copy"
-    else:
-        bw_gbs, source_bw = spec, "vendor_spec"
-    out = roofline_rows(rows, traffic, model.config, bw_gbs, source_bw, spec)
-    meta = run_metadata(config={"bench": str(path), "model": source, "bandwidth_gbs": bw_gbs}, device=device)
-    out = [{**r, **{f"roofline_{k}": v for k, v in meta.items()}} for r in out]
-    write_csv_atomic(args.out, out)
-    for r in out:
-        if r["mode"] == "ar" and int(float(r["batch_size"])) == 1:
-            print(f"AR {r['baseline']} batch 1: {float(r['tokens_per_s']):.1f} tok/s = "
-                  f"{100 * r['fraction_of_roofline']:.1f}% of {r['roofline_tokens_per_s']:.1f} tok/s "
-                  f"({source_bw} {bw_gbs:.1f} GB/s, {r['weight_bytes_per_forward'] / 1e6:.1f} MB/forward)")
-    print(f"wrote {len(out)} rows to {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

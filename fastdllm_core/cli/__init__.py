@@ -12,7 +12,7 @@ COMMANDS = {
     "train": ("fastdllm_core.cli.train", "adapt a causal LM to block diffusion (or NTP fine-tune) from a YAML config"),
     "generate": ("fastdllm_core.cli.generate", "generate with the block-diffusion decoder or the AR baseline"),
     "bench": ("fastdllm_core.cli.bench", "throughput sweep: AR vs block diffusion, one CSV row per configuration"),
-    "roofline": ("fastdllm_core.bench.roofline", "memory-bandwidth roofline of AR and diffusion throughput rows"),
+    "roofline": ("fastdllm_core.cli.roofline", "memory-bandwidth roofline of AR and diffusion throughput rows"),
     "eval": ("fastdllm_core.cli.eval", "score a model on a task (lm-eval / EvalPlus / synthetic)"),
     "lm-eval": ("fastdllm_core.cli.lm_eval", "lm-eval's own CLI with the fast_dllm_v2 model registered"),
 }

@@ -100,7 +100,7 @@ step_trained() {
 
 step_roofline() {
   for f in "$OUT"/bench_*.csv; do
-    python -m fastdllm_core.bench.roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
+    python -m fastdllm_core.cli roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
   done
 }
 
