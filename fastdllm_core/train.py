@@ -61,7 +61,7 @@ PAPER_HPARAMS = {
 
 DEFAULTS = {
     "recipe": "bd_pad_cm",
-    "model": {"init": "tiny", "tiny": {}, "tokenizer": "char", "vocab_size": 768},
+    "model": {"init": "tiny", "tiny": {}, "tokenizer": "char", "vocab_size": 768, "mask_init": "keep"},
     "data": {"train_files": [], "seq_len": 128, "max_examples": None, "drop_after_answer": True},
     "objective": {"block_size": 32, "eps": 1e-3},
     "optim": {"lr": 2e-5, "weight_decay": 0.0, "betas": [0.9, 0.999], "warmup_steps": 500, "max_steps": 6000,
@@ -70,6 +70,7 @@ DEFAULTS = {
               "log_every": 10, "device": "auto", "attn_implementation": None},
 }
 SCHEDULES = ("constant", "linear", "cosine")
+MASK_INITS = ("keep", "zero")
 
 
 # ------------------------------------------------------------------------------------------------ config
@@ -89,6 +90,8 @@ def resolve_config(cfg: dict) -> dict:
 
     check_keys(cfg or {}, DEFAULTS, "training config")
     cfg = _merge(DEFAULTS, cfg)
+    if cfg["model"]["mask_init"] not in MASK_INITS:
+        raise ValueError(f"model.mask_init must be one of {MASK_INITS}, got {cfg['model']['mask_init']!r}")
     for sec, key in (("optim", "lr"), ("optim", "weight_decay"), ("optim", "grad_clip"), ("objective", "eps")):
         v = cfg[sec][key]
         if isinstance(v, str):  # YAML 1.1 reads "2e-5" as a string
@@ -157,12 +160,36 @@ def build_model(cfg: dict, device: str, rows: list[dict] | None = None):
         arch = {"vocab_size": -(-len(tok) // 8) * 8, **cfg["model"].get("tiny", {})}
         model = tiny_model(tiny_qwen2_config(**arch), seed=cfg["train"]["seed"], attn_implementation=attn)
         mask_id = ensure_mask_token(tok, model)
+        if cfg["model"]["mask_init"] == "zero":
+            init_mask_embedding(model, mask_id)
     else:
         lm = load_model(init, device="cpu", dtype=torch.float32, attn_implementation=attn,
                         block_size=cfg["objective"]["block_size"])
         model, tok, mask_id = lm.model, lm.tokenizer, lm.mask_token_id
+        if cfg["model"]["mask_init"] == "zero":
+            init_mask_embedding(model, mask_id)
     model.train()
     return model, tok, mask_id
+
+
+def init_mask_embedding(model, mask_id: int) -> None:
+    """Set the [MASK] token's input embedding (and, when tied, its output row) to zero before adaptation.
+
+    An AR checkpoint never saw [MASK] as an input, but its row was trained all the same: as a class that is never
+    the target, the output softmax pushed it away from every hidden state, and with tied embeddings that row *is*
+    the input embedding.  Decoding then attends to a block of such vectors.  On the embedded default's tiny AR
+    model this alone dropped the left-to-right accuracy of computed values under the block-diffusion mask from
+    74% (zero row) to 38% before any training, and adaptation started from a loss of 7-10 nats on them
+    (docs/embedded_default.md, "The [MASK] embedding").  A zero row makes [MASK] carry no content, only its
+    position (RoPE) and the projections' biases; it is learned from there (the paper: "a learned [MASK]
+    embedding").  ``model.mask_init: keep`` (the default, as the reference implementation) leaves the row as is.
+    """
+    emb = model.get_input_embeddings().weight
+    with torch.no_grad():
+        emb[mask_id].zero_()
+        out = model.get_output_embeddings()
+        if out is not None and out.weight.data_ptr() != emb.data_ptr():
+            out.weight[mask_id].zero_()
 
 
 def lr_lambda(cfg: dict):

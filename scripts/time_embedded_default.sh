@@ -2,19 +2,21 @@
 # Benchmark (not a test): time the embedded default end to end from a clean checkout, check that a second
 # invocation does nothing, and optionally time it again on a busy machine.
 #
-#   bash scripts/time_embedded_default.sh [CORES] [--busy N]
+#   bash scripts/time_embedded_default.sh [CORES] [--busy N] [--keep DIR]
 #
 # CORES (default 2): snakemake --cores.  --busy N: after the idle run, run it again from a clean clone while N
 # competing processes (each a 2-thread torch matmul loop) keep the machine busy for the whole run; they are
 # stopped afterwards.  Writes results/benchmarks/embedded_default_time.json in this checkout: git commit, cores,
 # idle and busy wall seconds, and the base model's training speed (steps/s, median over its logged intervals)
-# in each run.
+# in each run.  --keep DIR: copy the idle run's results/ (CSVs, tables, figures, logs; not the checkpoints) to DIR.
 set -euo pipefail
 cores=2
 busy=0
+keep=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --busy) busy=${2:?--busy needs a number}; shift 2 ;;
+    --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
     *) cores=$1; shift ;;
   esac
 done
@@ -49,6 +51,11 @@ PY
 
 read -r idle_wall idle_rate < <(run_once idle)
 second=$(cd "$work/idle/repo" && python -m snakemake --cores "$cores" paper_figures -n 2>&1 | grep -c "Nothing to be done" || true)
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  (cd "$work/idle/repo" && tar --exclude='*/checkpoints' --exclude='*.safetensors' --exclude='*.bin' -cf - results) \
+    | tar -C "$keep" -xf -
+fi
 busy_wall=null busy_rate=null
 if [ "$busy" -gt 0 ]; then
   for _ in $(seq "$busy"); do
