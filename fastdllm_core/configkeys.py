@@ -1,11 +1,11 @@
 """Unknown keys in training configs are errors, never silently dropped.
 
-The valid keys are those of ``fastdllm_core.train.DEFAULTS`` (so a key added there is accepted everywhere at
+The valid keys are those of ``fastdllm_core.train_config.DEFAULTS`` (so a key added there is accepted everywhere at
 once), plus ``train.output_dir`` (read by ``fastdllm train``) and, under ``model.tiny``, the arguments of
 :func:`fastdllm_core.tiny.tiny_qwen2_config` and of ``transformers.Qwen2Config``.  Used by ``fastdllm train``
 (:func:`fastdllm_core.train.resolve_config`) and by the DAG's config checks (``training:`` and
 ``models.<name>.train:``).  Importing this module is cheap (no torch): the DAG reads ``DEFAULTS`` from
-``train.py``'s source when it is a literal.
+``train_config.py``'s source when it is a literal.
 """
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ class UnknownKey(ValueError):
 
 @functools.lru_cache(maxsize=1)
 def train_defaults() -> dict:
-    """``train.DEFAULTS``, read from the source when it is a literal (no torch import), else imported."""
+    """``train_config.DEFAULTS``, read from the source when it is a literal (no torch import), else imported."""
     try:
-        for node in ast.parse((PKG / "train.py").read_text()).body:
+        for node in ast.parse((PKG / "train_config.py").read_text()).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DEFAULTS" for t in node.targets):
                 return ast.literal_eval(node.value)
     except (OSError, ValueError, SyntaxError):
         pass
-    from .train import DEFAULTS
+    from .train_config import DEFAULTS
 
     return DEFAULTS
 

@@ -1,0 +1,70 @@
+"""The model a training run starts from: a tiny random Qwen2 with its tokenizer, or a checkpoint; the [MASK]
+token and, optionally, its embedding row set to zero."""
+from __future__ import annotations
+
+import torch
+
+from . import data as data_mod
+
+
+def tokenizer_texts(rows: list[dict]):
+    """The text a tokenizer is trained on: plain-text rows, and every chat turn as ``role\ncontent``."""
+    for r in rows:
+        if "text" in r:
+            yield r["text"]
+        else:
+            for m in data_mod.to_messages(r):
+                yield f"{m['role']}\n{m['content']}"
+
+
+def build_model(cfg: dict, device: str, rows: list[dict] | None = None):
+    """Model + tokenizer + mask token id from ``model.init``: ``tiny`` = a random tiny Qwen2 with the character
+    tokenizer (``model.tokenizer: char``) or a byte-level BPE of ``model.vocab_size`` trained on ``rows``
+    (``model.tokenizer: bpe``); anything else is loaded with :func:`~fastdllm_core.model.load_model`."""
+    from .model import default_attn_implementation, ensure_mask_token, load_model
+
+    attn = cfg["train"]["attn_implementation"] or default_attn_implementation(device)
+    init = cfg["model"]["init"]
+    if init == "tiny":
+        from .tiny import bpe_tokenizer, char_tokenizer, tiny_model, tiny_qwen2_config
+
+        kind = cfg["model"]["tokenizer"]
+        if kind == "bpe":
+            tok = bpe_tokenizer(tokenizer_texts(rows or []), cfg["model"]["vocab_size"])
+        elif kind == "char":
+            tok = char_tokenizer()
+        else:
+            raise ValueError(f"model.tokenizer must be 'char' or 'bpe', got {kind!r}")
+        arch = {"vocab_size": -(-len(tok) // 8) * 8, **cfg["model"].get("tiny", {})}
+        model = tiny_model(tiny_qwen2_config(**arch), seed=cfg["train"]["seed"], attn_implementation=attn)
+        mask_id = ensure_mask_token(tok, model)
+        if cfg["model"]["mask_init"] == "zero":
+            init_mask_embedding(model, mask_id)
+    else:
+        lm = load_model(init, device="cpu", dtype=torch.float32, attn_implementation=attn,
+                        block_size=cfg["objective"]["block_size"])
+        model, tok, mask_id = lm.model, lm.tokenizer, lm.mask_token_id
+        if cfg["model"]["mask_init"] == "zero":
+            init_mask_embedding(model, mask_id)
+    model.train()
+    return model, tok, mask_id
+
+
+def init_mask_embedding(model, mask_id: int) -> None:
+    """Set the [MASK] token's input embedding (and, when tied, its output row) to zero before adaptation.
+
+    An AR checkpoint never saw [MASK] as an input, but its row was trained all the same: as a class that is never
+    the target, the output softmax pushed it away from every hidden state, and with tied embeddings that row *is*
+    the input embedding.  Decoding then attends to a block of such vectors.  On the embedded default's tiny AR
+    model this alone dropped the left-to-right accuracy of computed values under the block-diffusion mask from
+    74% (zero row) to 38% before any training, and adaptation started from a loss of 7-10 nats on them
+    (docs/embedded_default.md, "The [MASK] embedding").  A zero row makes [MASK] carry no content, only its
+    position (RoPE) and the projections' biases; it is learned from there (the paper: "a learned [MASK]
+    embedding").  ``model.mask_init: keep`` (the default, as the reference implementation) leaves the row as is.
+    """
+    emb = model.get_input_embeddings().weight
+    with torch.no_grad():
+        emb[mask_id].zero_()
+        out = model.get_output_embeddings()
+        if out is not None and out.weight.data_ptr() != emb.data_ptr():
+            out.weight[mask_id].zero_()

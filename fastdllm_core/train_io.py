@@ -1,0 +1,59 @@
+"""A training run's files: resumable checkpoints (written atomically, the newest ``keep`` kept), the metrics
+read back on resume, and the final Hugging Face checkpoint."""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+from pathlib import Path
+
+from .provenance import write_json_atomic
+
+
+def checkpoints(output_dir: Path) -> list[Path]:
+    d = output_dir / "checkpoints"
+    if not d.is_dir():
+        return []
+    cks = [p for p in d.iterdir() if p.name.startswith("step-") and (p / "state.json").is_file()]
+    return sorted(cks, key=lambda p: int(p.name.split("-")[1]))
+
+
+def save_checkpoint(accelerator, output_dir: Path, step: int, tokens_seen: int, keep: int) -> None:
+    final = output_dir / "checkpoints" / f"step-{step}"
+    tmp = output_dir / "checkpoints" / f".tmp-step-{step}"
+    if accelerator.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        write_json_atomic(tmp / "state.json", {"step": step, "tokens_seen": tokens_seen})
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        for old in checkpoints(output_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+
+
+def read_metrics(path: Path, upto: int) -> list[dict]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return [r for r in csv.DictReader(fh) if int(r["step"]) <= upto]
+
+
+def save_final(model, tok, cfg, recipe, output_dir: Path, meta: dict) -> None:
+    tmp = output_dir / ".final.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    if recipe["objective"] == "bd":
+        model.config.bd_size = cfg["objective"]["block_size"]
+    model.config.use_cache = True
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    write_json_atomic(tmp / "fastdllm_train.json", {"config": cfg, "recipe": recipe, "metadata": meta})
+    final = output_dir / "final"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
