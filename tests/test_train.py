@@ -118,6 +118,7 @@ def test_two_process_ddp_follows_single_process(tmp_path, data_file):
     ({"optim": {"lr": "fast"}}, "optim.lr must be a number"),
     ({"data": {"train_files": []}}, "data.train_files is empty"),
     ({"data": {"train_files": ["/nonexistent.jsonl"]}}, "file not found: /nonexistent.jsonl"),
+    ({"model": {"mask_init": "mean"}}, "model.mask_init must be one of .*'mean'"),
 ])
 def test_bad_config(data_file, patch, match):
     from fastdllm_core.train import _merge
@@ -173,3 +174,33 @@ def test_train_processes_runs_one_thread_per_process(tmp_path, data_file, monkey
         T.train_processes(c, tmp_path / "run", 3)
     with pytest.raises(ValueError, match="processes must be a positive integer"):
         T.train_processes(c, tmp_path / "run", 0)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_mask_init_zero_clears_only_the_mask_rows(tied):
+    from fastdllm_core.tiny import tiny_model, tiny_qwen2_config
+    from fastdllm_core.train import init_mask_embedding
+
+    model = tiny_model(tiny_qwen2_config(vocab_size=32, hidden_size=16, layers=1, heads=2, kv_heads=1,
+                                         tie_word_embeddings=tied))
+    emb_before = model.get_input_embeddings().weight.detach().clone()
+    out_before = model.get_output_embeddings().weight.detach().clone()
+    init_mask_embedding(model, 5)
+    emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    assert torch.count_nonzero(emb[5]) == 0 and torch.count_nonzero(out[5]) == 0
+    others = [i for i in range(32) if i != 5]
+    assert torch.equal(emb[others], emb_before[others]) and torch.equal(out[others], out_before[others])
+    assert (emb.data_ptr() == out.data_ptr()) == tied
+
+
+def test_mask_init_zero_reaches_the_trained_model(tmp_path, data_file):
+    """``mask_init: zero`` is applied before the first step: after training, the [MASK] row is what the updates of
+    a zero row made it (tiny, not the random init); ``keep`` leaves the random init to train from."""
+    rows = {}
+    for mode in ("keep", "zero"):
+        c = cfg(data_file, max_steps=1, lr=1e-6)
+        c["model"]["mask_init"] = mode
+        train(c, tmp_path / mode, progress=False)
+        w = weights(tmp_path / mode)
+        rows[mode] = w["model.embed_tokens.weight"][3]   # the tiny tokenizer's mask id (see the resume test)
+    assert rows["zero"].abs().max() < 1e-4 < rows["keep"].abs().max()
