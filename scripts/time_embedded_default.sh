@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 here=$(cd "$(dirname "$0")/.." && pwd)
+commit=$(git -C "$here" rev-parse HEAD)   # what both runs clone (uncommitted changes are not timed)
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -29,7 +30,7 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 run_once() {  # $1: label -> prints "<wall seconds> <base steps/s>"
   local dir="$work/$1"
-  git clone -q "$here" "$dir/repo"
+  git clone -q "$here" "$dir/repo" && git -C "$dir/repo" checkout -q "$commit"
   # ../shared is looked up relative to the checkout: point the clone at the original one
   ln -s "$(cd "$here/.." && pwd)/shared" "$dir/shared" 2>/dev/null || true
   cd "$dir/repo"
@@ -80,7 +81,8 @@ write_json_atomic(sys.argv[1], {
     "cores": $cores, "idle_wall_s": $idle_wall, "idle_base_train_steps_per_s": $idle_rate,
     "second_invocation_nothing_to_do": bool($second), "competitors": $busy,
     "busy_wall_s": $busy_wall, "busy_base_train_steps_per_s": $busy_rate,
-    "competitor": "python: 2-thread torch 512x512 matmul loop" if $busy else None, **run_metadata()})
+    "competitor": "python: 2-thread torch 512x512 matmul loop" if $busy else None,
+    **run_metadata(), "git_commit": "$commit"})
 PY
 echo "embedded default on ${cores} cores: idle ${idle_wall} s (base training ${idle_rate} steps/s); second invocation does nothing: $([ "$second" -gt 0 ] && echo yes || echo NO)"
 if [ "$busy" -gt 0 ]; then
