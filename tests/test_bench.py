@@ -240,3 +240,24 @@ def test_every_batch_size_decodes_the_same_prompts(tiny64):
                                                    ignore_eos=True))
     assert [r["n_prompts"] for r in rows] == [5, 5]
     assert rows[0]["total_tokens"] == rows[1]["total_tokens"] == 5 * 6
+
+
+def test_rows_say_how_busy_the_host_was_and_warn_when_busy(tiny, monkeypatch, caplog):
+    """Every throughput row carries the host-load columns; when other processes took the cores meanwhile the row
+    says ``host_busy`` and the bench logs a warning naming the measurement."""
+    import logging
+
+    from fastdllm_core import hostload
+
+    cfg = SweepConfig(modes=("bd",), thresholds=(1.0,), batch_sizes=(1,), max_new_tokens=8, warmup=0, repeats=1,
+                      profile=False)
+    rows = run_sweep(tiny, _prompts([10]), cfg=cfg, progress=False)
+    assert all(c in rows[0] for c in hostload.COLUMNS) and all(c in COLUMNS for c in hostload.COLUMNS)
+    # a host where, between any two readings, every CPU second went to other processes
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(hostload, "_proc_stat", lambda: (float(k := next(ticks)) * 2, float(k) * 2))
+    monkeypatch.setattr(hostload, "_own_cpu", lambda: 0.0)
+    with caplog.at_level(logging.WARNING, logger="fastdllm_core.hostload"):
+        rows = run_sweep(tiny, _prompts([10]), cfg=cfg, progress=False)
+    assert rows[0]["host_busy"] is True and rows[0]["host_other_cpu_frac"] > 0.1
+    assert "bd batch 1 was measured while other processes used" in caplog.text
