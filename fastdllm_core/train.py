@@ -37,9 +37,8 @@ from . import objective as obj
 from .configkeys import merge_config as _merge  # noqa: F401  (tests and scripts merge configs through here)
 from .hostload import HostLoad
 from .provenance import run_metadata, write_csv_atomic
-from .train_config import (DEFAULTS, MASK_INITS, PAPER_HPARAMS, RECIPES, SCHEDULES,  # noqa: F401  (re-exported)
-                           resolve_config, set_key)
-from .train_init import build_model, init_mask_embedding, tokenizer_texts  # noqa: F401  (re-exported)
+from .train_config import DEFAULTS, RECIPES, resolve_config, set_key  # noqa: F401  (DEFAULTS, set_key re-exported)
+from .train_init import build_model, init_mask_embedding  # noqa: F401  (init_mask_embedding re-exported)
 from .train_io import checkpoints, read_metrics, save_checkpoint, save_final
 
 log = logging.getLogger(__name__)
@@ -114,21 +113,27 @@ def accumulate(accelerator, model, views, my_micros, cfg: dict, mask_id: int, no
 
 
 # ------------------------------------------------------------------------------------------------ set-up
+def check_split(cfg: dict, processes: int) -> None:
+    """The global batch's micro-batches must split evenly over the data-parallel processes."""
+    o = cfg["optim"]
+    n_micro = o["batch_size"] // o["micro_batch_size"]
+    if n_micro % processes:
+        raise ValueError(f"optim.batch_size / micro_batch_size = {n_micro} micro-batches cannot be split over "
+                         f"{processes} processes")
+
+
 def make_accelerator(cfg: dict):
     """The accelerate ``Accelerator`` for ``train.device`` / ``train.dtype``; errors before any model is built."""
     from accelerate import Accelerator
 
-    o, t = cfg["optim"], cfg["train"]
+    t = cfg["train"]
     device_pref = t["device"]
     cpu = device_pref == "cpu" or (device_pref == "auto" and not torch.cuda.is_available())
     if device_pref.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"train.device={device_pref!r} but no CUDA device is available")
     mixed = "bf16" if (not cpu and t["dtype"] in ("auto", "bf16", "bfloat16")) else "no"
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
-    world = accelerator.num_processes
-    if (o["batch_size"] // o["micro_batch_size"]) % world:
-        raise ValueError(f"optim.batch_size / micro_batch_size = {o['batch_size'] // o['micro_batch_size']} "
-                         f"micro-batches cannot be split over {world} processes")
+    check_split(cfg, accelerator.num_processes)
     return accelerator
 
 
@@ -277,11 +282,7 @@ def train_processes(cfg: dict, output_dir: str | Path, processes: int) -> Path:
         raise ValueError(f"processes must be a positive integer, got {processes!r}")
     if processes == 1:
         return train(cfg, output_dir)
-    resolved = resolve_config(cfg)  # named errors before any process starts
-    o = resolved["optim"]
-    if (o["batch_size"] // o["micro_batch_size"]) % processes:
-        raise ValueError(f"optim.batch_size / micro_batch_size = {o['batch_size'] // o['micro_batch_size']} "
-                         f"micro-batches cannot be split over {processes} processes")
+    check_split(resolve_config(cfg), processes)  # named errors before any process starts
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=output_dir, delete=False) as fh:

@@ -38,14 +38,12 @@ def build_model(cfg: dict, device: str, rows: list[dict] | None = None):
         arch = {"vocab_size": -(-len(tok) // 8) * 8, **cfg["model"].get("tiny", {})}
         model = tiny_model(tiny_qwen2_config(**arch), seed=cfg["train"]["seed"], attn_implementation=attn)
         mask_id = ensure_mask_token(tok, model)
-        if cfg["model"]["mask_init"] == "zero":
-            init_mask_embedding(model, mask_id)
     else:
         lm = load_model(init, device="cpu", dtype=torch.float32, attn_implementation=attn,
                         block_size=cfg["objective"]["block_size"])
         model, tok, mask_id = lm.model, lm.tokenizer, lm.mask_token_id
-        if cfg["model"]["mask_init"] == "zero":
-            init_mask_embedding(model, mask_id)
+    if cfg["model"]["mask_init"] == "zero":
+        init_mask_embedding(model, mask_id)
     model.train()
     return model, tok, mask_id
 

@@ -34,15 +34,11 @@ def _compete() -> None:
 
 
 def config(data: str, steps: int) -> dict:
-    from fastdllm_core.configkeys import merge_config
+    """The DAG's training config of ``ar_pretrained`` (the same merge the workflow makes), on ``data``."""
+    sys.path.insert(0, str(REPO / "workflow" / "lib"))
+    import plan
 
-    dag = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    block = {k: v for k, v in dag["models"]["ar_pretrained"]["train"].items()
-             if k not in ("processes", "dataset", "init", "recipe")}
-    cfg = merge_config(dag["training"], block)
-    cfg["recipe"] = dag["models"]["ar_pretrained"]["train"]["recipe"]
-    cfg["model"]["init"] = dag["models"]["ar_pretrained"]["train"]["init"]
-    cfg["data"]["train_files"] = [data]
+    cfg = plan.training_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), "ar_pretrained", [data])
     cfg["optim"]["max_steps"] = steps
     cfg["train"].update(save_every=10**6, log_every=10)
     return cfg
