@@ -49,6 +49,15 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return rows
 
 
+def read_train_files(files: list) -> list[dict]:
+    """Every row of the training files (:func:`read_jsonl`); no rows at all is an error naming the files.  The one
+    data check of ``fastdllm train``, the DAG's training job and :func:`~fastdllm_core.train.train`."""
+    rows = [r for f in files for r in read_jsonl(f)]
+    if not rows:
+        raise ValueError(f"the training dataset is empty: no rows in data.train_files {files}")
+    return rows
+
+
 def check_row(row: dict) -> None:
     """A plain-text row (``{"text": str}``) or a chat row (see :func:`to_messages`); raises naming the field."""
     if isinstance(row, dict) and "text" in row:

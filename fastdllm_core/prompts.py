@@ -2,10 +2,24 @@
 token prompts, and the batches a throughput row decodes."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
+
+from .jsonl import iter_jsonl
+
+
+def _prompt_text(row, path: Path, n: int, field_name: str | None) -> str:
+    """The prompt of one JSONL row: the row itself when it is a string, else its prompt field."""
+    if isinstance(row, str):
+        return row
+    keys = [field_name] if field_name else ["prompt", "question", "text"]
+    text = next((row[k] for k in keys if k in row), None)
+    if text is None and not field_name and row.get("messages"):
+        text = next((m["content"] for m in row["messages"] if m.get("role") == "user"), None)
+    if not isinstance(text, str):
+        raise ValueError(f"{path}:{n}: no prompt text under {keys} (keys: {sorted(row)})")
+    return text
 
 
 def read_prompt_texts(path: str | Path, field_name: str | None = None) -> list[str]:
@@ -14,27 +28,10 @@ def read_prompt_texts(path: str | Path, field_name: str | None = None) -> list[s
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompts file not found: {path}")
-    out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        if path.suffix in (".jsonl", ".json"):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not valid JSON ({exc})") from None
-            if isinstance(row, str):
-                out.append(row)
-                continue
-            keys = [field_name] if field_name else ["prompt", "question", "text"]
-            text = next((row[k] for k in keys if k in row), None)
-            if text is None and not field_name and row.get("messages"):
-                text = next((m["content"] for m in row["messages"] if m.get("role") == "user"), None)
-            if not isinstance(text, str):
-                raise ValueError(f"{path}:{n}: no prompt text under {keys} (keys: {sorted(row)})")
-            out.append(text)
-        else:
-            out.append(line)
+    if path.suffix not in (".jsonl", ".json"):
+        out = [line for line in path.read_text().splitlines() if line.strip()]
+    else:
+        out = [_prompt_text(row, path, n, field_name) for n, row in iter_jsonl(path)]
     if not out:
         raise ValueError(f"prompts file {path} holds no prompts")
     return out

@@ -174,18 +174,11 @@ def model_and_data(cfg: dict, device: str, rows: list[dict]):
     return model, tok, mask_id, ds
 
 
-def read_rows(cfg: dict) -> list[dict]:
-    """Every training row; a bad row is named (file, line, field) before any model is built."""
-    rows = [r for f in cfg["data"]["train_files"] for r in data_mod.read_jsonl(f)]
-    if not rows:
-        raise ValueError(f"the training dataset is empty: no rows in data.train_files {cfg['data']['train_files']}")
-    return rows
-
-
 # ------------------------------------------------------------------------------------------------ training
 def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, stop_after: int | None = None,
-          progress: bool = True) -> Path:
-    """Train per ``cfg``; returns the path of the final HF checkpoint (``output_dir/final``).
+          progress: bool = True, rows: list[dict] | None = None) -> Path:
+    """Train per ``cfg``; returns the path of the final HF checkpoint (``output_dir/final``).  ``rows``: the
+    training rows when the caller has already read (and so checked) ``data.train_files``.
 
     ``stop_after`` ends the run after that many optimiser steps *without* writing ``final`` (a checkpoint is
     written there), as a controlled "kill" for resume tests.
@@ -195,7 +188,7 @@ def train(cfg: dict, output_dir: str | Path, *, max_steps: int | None = None, st
     cfg = resolve_config(cfg)
     if max_steps is not None:
         cfg["optim"]["max_steps"] = int(max_steps)
-    rows = read_rows(cfg)
+    rows = data_mod.read_train_files(cfg["data"]["train_files"]) if rows is None else rows  # before any model
     output_dir = Path(output_dir)
     o, t, L = cfg["optim"], cfg["train"], cfg["data"]["seq_len"]
     accelerator = make_accelerator(cfg)

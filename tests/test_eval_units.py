@@ -196,8 +196,7 @@ def test_max_new_tokens_task_uses_each_requests_own_length(tiny_loaded):
     assert len(out) == 2 and lm.used_max_new_tokens == {6} and lm.requested_max_gen_toks == {6}
     assert all(n <= 6 for st in lm.gen_stats for n in st.generated_tokens)
     seen = []
-    lm.generate_texts = lambda prompts, disable_tqdm=False, desc="", max_new_tokens=None, names=None: (
-        seen.append(max_new_tokens) or [""] * len(prompts))
+    lm.generate_texts = lambda prompts, max_new_tokens=None, **kw: seen.append(max_new_tokens) or [""] * len(prompts)
     lm.generate_until([_Req("abc", {"until": []}), _Req("d", {"until": [], "max_new_tokens": 9})], disable_tqdm=True)
     assert sorted(seen) == [9, LM_EVAL_DEFAULT_MAX_GEN_TOKS] and LM_EVAL_DEFAULT_MAX_GEN_TOKS == 256
     # an integer: used for every request, a task's max_gen_toks only recorded
@@ -220,7 +219,8 @@ def test_run_task_records_the_length_used(tiny_loaded, tmp_path, monkeypatch, ta
     suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=4, n_adapt=0, n_eval=2)
     calls = []
 
-    def fake(self, prompts, disable_tqdm=False, desc="generate", max_new_tokens=None, names=None):
+    def fake(self, prompts, disable_tqdm=False, desc="generate", max_new_tokens=None, names=None,
+             encoded=None):
         n = max_new_tokens if max_new_tokens is not None else self.decode.max_new_tokens
         calls.append(n)
         self.used_max_new_tokens.add(n)

@@ -37,10 +37,6 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
 
 
-
-
-
-
 def add_speedups(rows: list[dict]) -> None:
     """Fill the AR reference columns and speed-ups of the diffusion rows (same batch size, prompts, budget)."""
     ar = {}

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..config import DecodeConfig
 from ..decoding import GenerationOutput, GenerationStats, ar_generate, bd_generate
-from ..decoding.ar import eos_off
 from .grid import SweepConfig
 from .hooks import ForcedAcceptance, ForwardTimer
 from .models import BenchModel
@@ -28,16 +27,14 @@ class Runner:
     def _run_batch(self, item: dict, prompts: list[list[int]], profile: bool = False):
         bm, cfg = self.bm, self.cfg
         if item["mode"] == "ar":
-            with eos_off(bm.model, cfg.ignore_eos):
-                if profile:
-                    with ForwardTimer(bm.model) as ft:
-                        out = ar_generate(bm.model, prompts, stop_token_ids=self.stops,
-                                          max_new_tokens=cfg.max_new_tokens, baseline=item["baseline"],
-                                          compile=cfg.compile)
-                    out.stats.forward_time_s = ft.total
-                    return out
-                return ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
-                                   baseline=item["baseline"], compile=cfg.compile)
+            if profile:
+                with ForwardTimer(bm.model) as ft:
+                    out = ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
+                                      baseline=item["baseline"], compile=cfg.compile)
+                out.stats.forward_time_s = ft.total
+                return out
+            return ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
+                               baseline=item["baseline"], compile=cfg.compile)
         dc = DecodeConfig(block_size=self.D, sub_block_size=item["sub_block_size"], threshold=item["threshold"],
                           use_sub_block_cache=item["use_sub_block_cache"], max_new_tokens=cfg.max_new_tokens)
         kw = dict(mask_token_id=bm.mask_token_id, stop_token_ids=self.stops, config=dc, profile=profile)

@@ -31,7 +31,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[cmd][0])
     return int(module.main(rest) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

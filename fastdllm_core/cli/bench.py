@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import BLOCK_SIZE, parse_bool
+from ..config import BLOCK_SIZE, SUB_BLOCK_SIZE, parse_bool
 from .args import add_block_size_arg, add_ignore_eos_arg, add_model_args, add_prompt_file_args, add_truncate_arg
 
 
@@ -39,7 +39,7 @@ def _add_grid_args(g) -> None:
     g.add_argument("--grid", choices=["cross", "axes"], default="axes",
                    help="axes (default): vary one factor at a time around the base configuration; cross: all combinations")
     g.add_argument("--base-threshold", type=float, default=0.9)
-    g.add_argument("--base-sub-block-size", type=int, default=8)
+    g.add_argument("--base-sub-block-size", type=int, default=SUB_BLOCK_SIZE)
     g.add_argument("--base-cache", choices=["off", "on"], default="off")
     g.add_argument("--forced-k", nargs="+", type=int, default=[],
                    help="synthetic acceptance: diffusion rows accept exactly k tokens per step (acceptance=forced_k)")

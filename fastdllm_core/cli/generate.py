@@ -19,7 +19,6 @@ import json
 import sys
 
 from ..decoding import DecodeConfig, ar_generate, bd_generate, fit_context, model_context
-from ..decoding.ar import eos_off
 from .args import (add_decode_args, add_ignore_eos_arg, add_mode_args, add_model_args, add_prompt_file_args,
                    add_truncate_arg, check_device, decode_config)
 
@@ -73,9 +72,8 @@ def _generate(args, lm, cfg: DecodeConfig, prompts):
     stops = [] if args.ignore_eos else lm.eos_token_ids
     if args.mode == "bd":
         return bd_generate(lm.model, prompts, mask_token_id=lm.mask_token_id, stop_token_ids=stops, config=cfg)
-    with eos_off(lm.model, args.ignore_eos):
-        return ar_generate(lm.model, prompts, stop_token_ids=stops, max_new_tokens=args.max_new_tokens,
-                           baseline=args.ar_baseline)
+    return ar_generate(lm.model, prompts, stop_token_ids=stops, max_new_tokens=args.max_new_tokens,
+                       baseline=args.ar_baseline)
 
 
 def _print(args, cfg: DecodeConfig, out, texts, prompts, decoded, n_truncated) -> None:

@@ -11,7 +11,7 @@ import yaml
 
 from .. import train as train_mod
 from ..configkeys import UnknownKey, paper_budget_warning
-from ..data import read_jsonl
+from ..data import read_train_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         train_mod.set_key(cfg, *kv.split("=", 1))
     try:
         files = train_mod.resolve_config(cfg)["data"]["train_files"]  # unknown keys and bad values fail here
-        # and bad data (file, line, field) in one line, before anything is printed or built (train() reads it again)
-        if sum(len(read_jsonl(f)) for f in files) == 0:
-            raise ValueError(f"the training dataset is empty: no rows in data.train_files {files}")
+        # and bad data (file, line, field) in one line, before anything is printed or built
+        rows = read_train_files(files)
     except (UnknownKey, ValueError, FileNotFoundError) as exc:
         print(f"fastdllm train: error: {exc}", file=sys.stderr)
         return 2
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if not out:
         p.error("give --output-dir or train.output_dir in the config")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    final = train_mod.train(cfg, out, max_steps=args.max_steps, progress=not args.no_progress)
+    final = train_mod.train(cfg, out, max_steps=args.max_steps, progress=not args.no_progress, rows=rows)
     print(final)
     return 0
 

@@ -11,8 +11,9 @@ from .stats import GenerationOutput, GenerationStats
 
 
 @contextmanager
-def eos_off(model, on: bool):
-    """Clear the generation config's EOS while ``on`` (timing runs, or --ignore-eos, go to the full budget)."""
+def _eos_off(model, on: bool):
+    """Clear the generation config's EOS while ``on``: with no stop ids (timing runs, --ignore-eos) ``generate``
+    would otherwise fall back to the config's EOS and stop early, while the tokens are counted to the budget."""
     gc = getattr(model, "generation_config", None)
     old = getattr(gc, "eos_token_id", None)
     if on and gc is not None:
@@ -104,7 +105,8 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     gkw = _generate_kwargs(max_new_tokens, stop_ids, pad, clock, baseline, device, compile, suppress_token_ids)
     _sync(device)
     clock.t_start = time.perf_counter()
-    out = model.generate(input_ids=ids, attention_mask=att, **gkw)
+    with _eos_off(model, not stop_ids):
+        out = model.generate(input_ids=ids, attention_mask=att, **gkw)
     _sync(device)
     wall = time.perf_counter() - clock.t_start
     sequences = [trim_at_stop(row, stop_ids) for row in out[:, n:].tolist()]

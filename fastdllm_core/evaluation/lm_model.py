@@ -212,16 +212,17 @@ class FastDLLMv2(TemplateLM):
         return min(ctx, self._max_length) if ctx and self._max_length else (ctx or self._max_length)
 
     def generate_texts(self, prompts: list[str], disable_tqdm: bool = False, desc: str = "generate",
-                       max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
+                       max_new_tokens: int | None = None, names: list[str] | None = None,
+                       encoded: list[list[int]] | None = None) -> list[str]:
         """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS).
         ``max_new_tokens``: this call's generation length (default: the configured one).  A prompt that does not
         fit the context with it is refused (named by ``names[i]``, else its index) or, with
-        ``truncate_prompts``, cut from the left."""
+        ``truncate_prompts``, cut from the left.  ``encoded``: the prompts' token ids, when the caller has them."""
         n_new = int(max_new_tokens) if max_new_tokens is not None else self.decode.max_new_tokens
         decode = self.decode if n_new == self.decode.max_new_tokens else replace(self.decode, max_new_tokens=n_new)
         decode.validate()
         self.used_max_new_tokens.add(n_new)
-        enc = [self.tok_encode(p) for p in prompts]
+        enc = encoded if encoded is not None else [self.tok_encode(p) for p in prompts]
         for i, e in enumerate(enc):
             if not e:
                 raise ValueError(f"prompt {i} encodes to no tokens")
@@ -263,15 +264,16 @@ class FastDLLMv2(TemplateLM):
             asked = request_max_gen_toks(kw)
             n_new = (asked or LM_EVAL_DEFAULT_MAX_GEN_TOKS) if self.task_lengths else None
             names = [_request_name(i, requests[i]) for i in idx]
+            enc = [self.tok_encode(requests[i].args[0]) for i in idx]
             if not self.truncate_prompts:  # every group is checked before the first one is generated
-                fit_context([self.tok_encode(requests[i].args[0]) for i in idx],
-                            self.decode.max_new_tokens if n_new is None else n_new, self.context_length, names=names)
-            plan.append((idx, until, asked, n_new, names))
-        for idx, until, asked, n_new, names in plan:
+                fit_context(enc, self.decode.max_new_tokens if n_new is None else n_new, self.context_length,
+                            names=names)
+            plan.append((idx, until, asked, n_new, names, enc))
+        for idx, until, asked, n_new, names, enc in plan:
             if asked is not None:
                 self.requested_max_gen_toks.add(asked)
             texts = self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm,
-                                        max_new_tokens=n_new, names=names)
+                                        max_new_tokens=n_new, names=names, encoded=enc)
             for i, text in zip(idx, texts):
                 for u in until:
                     if u and u in text:

@@ -57,8 +57,9 @@ import tempfile
 import time
 
 from .sandbox_setup import (FAIL, FLAG_NAMES, F_LANDLOCK_FS, F_MOUNT_RO, F_NO_CAPS, F_NO_NEW_PRIVS, F_NPROC, F_PIDNS,
-                            F_READ_CAP_ONLY, F_RLIMITS, F_SECCOMP, F_SESSION, F_WORKDIR, PASS, PR_SET_CHILD_SUBREAPER,
-                            TIMEOUT, _FAILED, _HDR, _STATE, _SUCCESS, _UNKNOWN, _child_a, _mode, _prctl)
+                            F_READ_CAP_ONLY, F_RLIMITS, F_SECCOMP, F_SESSION, F_WORKDIR, MODES, PASS,
+                            PR_SET_CHILD_SUBREAPER, TIMEOUT, _FAILED, _HDR, _STATE, _SUCCESS, _UNKNOWN, _child_a,
+                            _mode, _prctl)
 
 log = logging.getLogger(__name__)
 
@@ -201,9 +202,6 @@ def probe() -> dict:
     return {"flags": flags, "description": describe(flags, r["landlock_abi"]), "full": is_full(flags),
             "mode": _mode(), "landlock_abi": r["landlock_abi"], "ok": r["stat"] == _SUCCESS,
             "setup_error": r["setup_error"]}
-
-
-MODES = ("auto", "mountns", "weak")  # strongest first
 
 
 def probe_with_fallback() -> dict:

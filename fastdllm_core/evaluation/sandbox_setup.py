@@ -99,9 +99,12 @@ def landlock_abi() -> int:
     return int(r) if r > 0 else 0
 
 
+MODES = ("auto", "mountns", "weak")  # strongest first
+
+
 def _mode() -> str:
     m = os.environ.get("FASTDLLM_SANDBOX", "auto").strip().lower() or "auto"
-    if m not in ("auto", "mountns", "weak"):
+    if m not in MODES:
         raise ValueError(f"FASTDLLM_SANDBOX={m!r}: choose auto, mountns or weak")
     return m
 

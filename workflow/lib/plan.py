@@ -124,6 +124,16 @@ def training_config(config: dict, name: str, train_files: list[str]) -> dict:
     return cfg
 
 
+# how a Table 2 row that is not trained here is marked
+RELEASED_TEXT = "released checkpoint (not trained here)"
+
+
+def share_training(config: dict, models: list[str]) -> bool:
+    """Whether the trained ``models`` share one starting model and one optimiser budget (Table 2's rows)."""
+    budgets = {repr(training_config(config, m, []).get("optim")) for m in models}
+    return len(budgets) == 1 and len({config["models"][m]["train"]["init"] for m in models}) == 1
+
+
 def train_threads(config: dict, name: str) -> int:
     """Cores of model ``name``'s training job: ``train.processes`` (default 1).  On the CPU they are data-parallel
     processes of one thread each; Snakemake caps them at ``--cores`` and runs other jobs beside a 1-core job."""

@@ -46,13 +46,11 @@ def table_rows_summary(config: dict, table: str) -> str:
     the table job); Table 2 adds whether its trained rows share the training budget."""
     models = config["models"]
     rows = [r["model"] for r in config["tables"][table]["rows"]]
-    released = "released checkpoint (not trained here)" if table == "table2" else "released weights"
+    released = plan.RELEASED_TEXT if table == "table2" else "released weights"
     out = ", ".join(f"{m} ({'trained here' if plan.is_trained(models[m]) else released})" for m in rows)
     trained = [m for m in rows if plan.is_trained(models[m])]
     if table == "table2" and len(trained) > 1:
-        same = len({repr(plan.training_config(config, m, []).get("optim")) for m in trained}) == 1 and \
-            len({models[m]["train"]["init"] for m in trained}) == 1
-        out += ("; the trained rows share init, code and optimiser budget" if same else
+        out += ("; the trained rows share init, code and optimiser budget" if plan.share_training(config, trained) else
                 "; the trained rows differ in init or optimiser budget")
     return out
 

@@ -19,7 +19,6 @@ plan_checks.check(config)
 RESULTS = config["results_dir"]
 R = plan.run_dir(config)  # intermediate results of this scale: results/<scale>/...
 LOGS = f"{R}/logs"
-SCRIPTS = os.path.join(workflow.basedir, "workflow", "scripts")
 TABLES_DIR = f"{RESULTS}/tables"
 FIGURES_DIR = f"{RESULTS}/figures"
 GPU = 1 if config["gpu"] else 0
@@ -27,8 +26,10 @@ SYN = config["data"].get("synthetic", {})
 
 TABLE_NAMES = report_rules.TABLE_NAMES
 FIGURE_NAMES = report_rules.FIGURE_NAMES
-ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in ("md", "tex")]
-ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")]
+# each table and figure as two files: the first shown in the HTML report, the second for papers
+EXTENSIONS = {"table": ("md", "tex"), "figure": ("png", "pdf")}
+ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in EXTENSIONS["table"]]
+ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in EXTENSIONS["figure"]]
 
 EVAL_JOBS = plan.evaluation_jobs(config)
 ACCURACY_CSVS = [plan.accuracy_path(config, j) for j in EVAL_JOBS]
@@ -92,7 +93,7 @@ REPORT_INPUT_NAMES = {"cases_single_turn": "cases", "cases_multi_turn": "cases"}
 def report_outputs(spec):
     """Tables: md (in the HTML report) + tex; figures: png (in the report) + pdf."""
     name, kind = spec["name"], spec["kind"]
-    first, second = ("md", "tex") if kind == "table" else ("png", "pdf")
+    first, second = EXTENSIONS[kind]
     folder, category = (TABLES_DIR, "Tables") if kind == "table" else (FIGURES_DIR, "Figures")
     return {first: report(f"{folder}/{name}.{first}", caption=f"../report/{name}.rst", category=category),
             second: f"{folder}/{name}.{second}"}

@@ -41,9 +41,6 @@ def label(config: dict, model: str) -> str:
     return config["models"][model].get("label", model)
 
 
-RELEASED_TEXT = "released checkpoint (not trained here)"
-
-
 def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
     """(model -> label suffix, note) for Table 2: a row whose model is a released checkpoint is labelled as such
     when it sits beside rows trained here (different code, data and budget: a confound the table must show)."""
@@ -52,16 +49,14 @@ def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
     released = [m for m in rows if not plan.is_trained(models[m])]
     trained = [m for m in rows if plan.is_trained(models[m])]
     if not released:
-        budgets = {repr(plan.training_config(config, m, []).get("optim")) for m in trained}
-        inits = {models[m]["train"]["init"] for m in trained}
-        same = len(budgets) == 1 and len(inits) == 1
         return {}, ("All recipes are trained here by the same code" + (", from the same AR base with the same "
-                    "steps and data." if same else "; their init or optimiser budget differ (see the config)."))
+                    "steps and data." if plan.share_training(config, trained) else
+                    "; their init or optimiser budget differ (see the config)."))
+    marks = {m: f" [{plan.RELEASED_TEXT}]" for m in released}
     if not trained:
-        return {m: f" [{RELEASED_TEXT}]" for m in released}, "All rows are released checkpoints (not trained here)."
-    return ({m: f" [{RELEASED_TEXT}]" for m in released},
-            f"Rows marked '{RELEASED_TEXT}' were not trained by this code, data and budget, unlike the other rows: "
-            "their differences mix the recipe with the training run.")
+        return marks, "All rows are released checkpoints (not trained here)."
+    return marks, (f"Rows marked '{plan.RELEASED_TEXT}' were not trained by this code, data and budget, unlike the "
+                   "other rows: their differences mix the recipe with the training run.")
 
 
 def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> T.Table:

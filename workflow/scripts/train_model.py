@@ -30,8 +30,7 @@ with logged(snakemake):  # noqa: F821
 
     # a bad row is named (file, line, field) before anything is written into the run directory or any process
     # starts (with several training processes each would otherwise fail on its own, after the directory is made)
-    if sum(len(data_mod.read_jsonl(f)) for f in cfg["data"]["train_files"]) == 0:
-        raise ValueError(f"the training dataset is empty: no rows in data.train_files {cfg['data']['train_files']}")
+    rows = data_mod.read_train_files(cfg["data"]["train_files"])
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
@@ -44,7 +43,7 @@ with logged(snakemake):  # noqa: F821
         print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
         final = train_processes(cfg, run_dir, sm.threads)
     else:
-        final = train(cfg, run_dir, progress=True)
+        final = train(cfg, run_dir, progress=True, rows=rows)
     print(f"final checkpoint: {final}")
     with open(run_dir / "metrics.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -20,13 +20,13 @@ from pathlib import Path
 TEMPLATES_FILE = Path(__file__).with_name("code_templates.json")
 
 
-def _templates(form: str) -> list[tuple]:
-    doc = json.loads(TEMPLATES_FILE.read_text())
+def _templates(doc: dict, form: str) -> list[tuple]:
     return [(*t[:5], {k: range(*v) if isinstance(v, list) else v for k, v in t[5].items()}) for t in doc[form]]
 
 
-_HE = _templates("humaneval")
-_MBPP = _templates("mbpp")
+_DOC = json.loads(TEMPLATES_FILE.read_text())
+_HE = _templates(_DOC, "humaneval")
+_MBPP = _templates(_DOC, "mbpp")
 
 
 def _inputs(kind: str, rng: random.Random, n: int, wide: bool) -> list[list]:
