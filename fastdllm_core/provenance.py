@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 NOT_AVAILABLE = "not available"
 META_COLUMNS = [
     "git_commit", "config_hash", "hostname", "device_type", "device_name", "gpu_driver", "cuda_version",
-    "cpu", "torch_version", "transformers_version", "python_version", "seed",
+    "cpu", "cpu_isa", "mkl_cbwr", "torch_version", "transformers_version", "python_version", "seed",
 ]
 
 
@@ -96,8 +96,10 @@ def run_metadata(config=None, seed=None, device: str | None = None) -> dict:
     import torch
     import transformers
 
+    from .cpu_numerics import describe
+
     meta = {"git_commit": git_commit(), "config_hash": config_hash(config) if config is not None else "",
-            "hostname": socket.gethostname(), **hardware(device), "torch_version": torch.__version__,
+            "hostname": socket.gethostname(), **hardware(device), **describe(), "torch_version": torch.__version__,
             "transformers_version": transformers.__version__, "python_version": platform.python_version(),
             "seed": "" if seed is None else seed}
     return {k: meta[k] for k in META_COLUMNS}

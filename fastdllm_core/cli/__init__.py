@@ -29,5 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     if cmd not in COMMANDS:
         print(f"fastdllm: unknown command {cmd!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
+    from .. import cpu_numerics
+
+    cpu_numerics.pin()  # before torch's first kernel (fastdllm_core.cpu_numerics)
     module = importlib.import_module(COMMANDS[cmd][0])
     return int(module.main(rest) or 0)

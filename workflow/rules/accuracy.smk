@@ -22,6 +22,8 @@ rule evaluate:
         summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job]),
     log:
         f"{LOGS}/accuracy/{{job}}.log",
+    benchmark:
+        f"{R}/benchmarks/accuracy/{{job}}.tsv"
     message:
         "accuracy {wildcards.job} -> {output}: {params.summary}"
     threads: 1
@@ -52,6 +54,8 @@ rule case_study:
         max_new_tokens=config["tables"]["cases"]["max_new_tokens"],
     log:
         f"{LOGS}/cases/{{kind}}.log",
+    benchmark:
+        f"{R}/benchmarks/cases/{{kind}}.tsv"
     message:
         "case study {wildcards.kind} -> {output}: model {params.model} (roles.main_bd); {params.summary}"
     threads: 1

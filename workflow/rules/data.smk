@@ -11,6 +11,8 @@ rule synthetic_data:
         n_adapt=SYN.get("n_adapt", 1500),
     log:
         f"{LOGS}/synthetic_data.log",
+    benchmark:
+        f"{R}/benchmarks/synthetic_data.tsv"
     threads: 1
     conda:
         "../../environment.yml"

@@ -14,6 +14,8 @@ rule bench:
         summary=lambda wc: summaries.sweep_summary(config, wc.sweep),
     log:
         f"{LOGS}/throughput/{{sweep}}.log",
+    benchmark:
+        f"{R}/benchmarks/throughput/{{sweep}}.tsv"
     message:
         "throughput sweep {wildcards.sweep} -> {output}: {params.summary}"
     threads: workflow.cores

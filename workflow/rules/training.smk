@@ -13,6 +13,8 @@ rule train_model:
         recipe=lambda wc: config["models"][wc.model]["train"]["recipe"],
     log:
         f"{LOGS}/train/{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/train/{{model}}.tsv"
     threads: lambda wc: plan.train_threads(config, wc.model)
     priority: lambda wc: plan.train_priority(config, wc.model)
     conda:

@@ -17,6 +17,9 @@ def logged(snakemake):
     log = snakemake.log[0] if snakemake.log else None
     threads = max(1, int(getattr(snakemake, "threads", 1) or 1))
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    from fastdllm_core import cpu_numerics
+
+    cpu_numerics.pin()  # before torch's first kernel: the same bits on every x86 CPU with AVX2 (and in torchrun's children)
     try:
         import torch
 
