@@ -199,15 +199,40 @@ def _average_cell(t: Table, c: dict, columns: list[dict], repro: dict, intervals
 
 
 def _measured_cell(t: Table, c: dict, g: dict, acc: pd.DataFrame, intervals: dict):
-    """(value, cell text ``value ± half-width``, comparable) of a measured column."""
-    sel = dict(model=g["model"], task=c["task"], metric=c["metric"])
-    r, why = lookup(acc, "value", g.get("decode"), **sel)
-    lo, _ = lookup(acc, "ci_low", g.get("decode"), **sel)
-    hi, _ = lookup(acc, "ci_high", g.get("decode"), **sel)
+    """(value, cell text ``value ± half-width``, comparable) of a measured column: one model's measurement with
+    its Wilson interval, or for a group with ``members`` (a model's seed replicates) the mean over them with
+    :func:`fastdllm_core.stats.seed_interval` (items' and seeds' variance)."""
+    members = g.get("members") or [g["model"]]
+    if len(members) == 1:
+        sel = dict(model=members[0], task=c["task"], metric=c["metric"])
+        r, why = lookup(acc, "value", g.get("decode"), **sel)
+        lo, _ = lookup(acc, "ci_low", g.get("decode"), **sel)
+        hi, _ = lookup(acc, "ci_high", g.get("decode"), **sel)
+    else:
+        r, lo, hi, why = seed_mean(acc, members, c["task"], c["metric"], g.get("decode"))
     intervals[c["id"]] = (r, lo, hi)
     half = (hi - lo) / 2 if r is not None and lo is not None and hi is not None else None
     text = fmt_pm(r, half) if r is not None else t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}")
     return r, text, bool(c.get("comparable", False))
+
+
+def seed_mean(acc: pd.DataFrame, members: list[str], task: str, metric: str, decode: dict | None):
+    """``(mean, low, high, why)`` of a metric over the seed replicates ``members`` (all measured on the same items);
+    ``why`` names the first replicate without a measurement (the others are then not averaged)."""
+    from fastdllm_core.stats import seed_interval
+
+    values, ns = [], set()
+    for m in members:
+        v, why = lookup(acc, "value", decode, model=m, task=task, metric=metric)
+        n, _ = lookup(acc, "n", decode, model=m, task=task, metric=metric)
+        if v is None or n is None:
+            return None, None, None, f"seed replicate {m}: {why or 'no n'}"
+        values.append(v)
+        ns.add(int(n))
+    if len(ns) != 1:
+        return None, None, None, f"seed replicates measured on different numbers of items {sorted(ns)}"
+    mean, lo, hi = seed_interval(values, ns.pop())
+    return mean, lo, hi, ""
 
 
 def _paper_cell(t: Table, p, paper_table: str, paper_row, cid: str) -> str:

@@ -1,5 +1,5 @@
-"""Small statistics for accuracy rows: Wilson score intervals and a two-proportion comparison; reading a number
-from a CSV cell."""
+"""Small statistics for accuracy rows: Wilson score intervals, the interval of a mean over training seeds, and
+reading a number from a CSV cell."""
 from __future__ import annotations
 
 import math
@@ -41,3 +41,36 @@ def wilson_pct(value_pct: float, n: int) -> tuple[float, float]:
 def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     """True when two intervals overlap: the difference is then reported as "within noise"."""
     return a[0] <= b[1] and b[0] <= a[1]
+
+
+def seed_interval(values_pct: list[float], n: int) -> tuple[float, float, float]:
+    """``(mean, low, high)`` in percent of an accuracy measured on the same ``n`` test items by S models that differ
+    only in their training seed, with an interval for what another draw of items *and* seeds would give.
+
+    One model: the Wilson interval (:func:`wilson_pct`).  S >= 2: the mean over seeds ± t * sqrt(v_items + v_seeds),
+    where v_seeds = s^2 / S (s^2: the sample variance of the S accuracies, which share their items, so it is
+    the seeds' own spread) and v_items = m (1 - m) / n (m: the mean as a fraction; the binomial variance bounds the
+    variance of the per-item mean over seeds from above), with the 97.5% quantile of Student's t at the
+    Welch-Satterthwaite degrees of freedom of the two parts (S - 1 for the seeds' part, n - 1 for the items'),
+    clipped to [0, 100]."""
+    if not values_pct:
+        raise ValueError("seed_interval needs at least one value")
+    if len(values_pct) == 1:
+        lo, hi = wilson_pct(values_pct[0], n)
+        return float(values_pct[0]), lo, hi
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 1:
+        raise ValueError(f"n must be an integer > 1, got {n!r}")
+    from statistics import fmean, variance
+
+    from scipy.stats import t as student_t
+
+    s_count = len(values_pct)
+    m = fmean(values_pct) / 100.0
+    v_seeds = variance([v / 100.0 for v in values_pct]) / s_count
+    v_items = m * (1.0 - m) / n
+    total = v_seeds + v_items
+    if total <= 0.0:  # every seed at 0% or 100% on every item: nothing varies
+        return 100.0 * m, 100.0 * m, 100.0 * m
+    df = total * total / (v_seeds ** 2 / (s_count - 1) + v_items ** 2 / (n - 1))
+    half = float(student_t.ppf(0.975, df)) * math.sqrt(total)
+    return 100.0 * m, max(0.0, 100.0 * (m - half)), min(100.0, 100.0 * (m + half))

@@ -124,6 +124,61 @@ def training_config(config: dict, name: str, train_files: list[str]) -> dict:
     return cfg
 
 
+# ------------------------------------------------------------------------------------------------- seeds
+SEED_SEP = ".seed"  # a seed replicate's key: <model>.seed<S>
+
+
+def is_adaptation(m: dict) -> bool:
+    """A model trained here on the adaptation data (``train.dataset: adapt``, the default): the recipes compared in
+    Tables 1 and 2, which the DAG trains once per seed of ``adaptation_seeds``."""
+    return is_trained(m) and m["train"].get("dataset", "adapt") == "adapt"
+
+
+def adaptation_seeds(config: dict) -> list[int]:
+    """``adaptation_seeds`` (default: the training config's one seed)."""
+    default = (config.get("training") or {}).get("train", {}).get("seed", 0)
+    return [int(s) for s in config.get("adaptation_seeds") or [default]]
+
+
+def expand_seeds(config: dict) -> dict:
+    """The config with every adaptation (:func:`is_adaptation`) trained once per seed of ``adaptation_seeds``.
+
+    The first seed keeps the model's own key (the one roles, sweeps, case studies and figures use: one seed); each
+    further seed S is a model ``<model>.seed<S>`` with the same entry and ``train.train.seed: S``, labelled
+    ``[seed S]``, and ``seed_of: <model>``.  The tables average a model over its replicates (:func:`seed_group`).
+    Idempotent: a config already expanded is returned as it is."""
+    models = config["models"]
+    if any("seed_of" in m for m in models.values()):
+        return config
+    seeds = adaptation_seeds(config)
+    out: dict[str, dict] = {}
+    for name, m in models.items():
+        if not is_adaptation(m):
+            out[name] = m
+            continue
+        for i, s in enumerate(seeds):
+            key = name if i == 0 else f"{name}{SEED_SEP}{s}"
+            train = dict(m["train"], train=dict(m["train"].get("train", {}), seed=s))
+            entry = dict(m, train=train, seed_of=name)
+            if i:
+                entry["label"] = f"{m.get('label', name)} [seed {s}]"
+            out[key] = entry
+    return dict(config, models=out)
+
+
+def seed_group(config: dict, name: str) -> list[str]:
+    """The models whose results a table averages for row ``name``: its seed replicates (itself first), or itself."""
+    return [k for k, m in config["models"].items() if m.get("seed_of") == name] or [name]
+
+
+def train_seed(config: dict, name: str) -> int:
+    """The training seed of model ``name`` (its train block over ``training:``)."""
+    m = config["models"][name]
+    t = merge_config(config.get("training", {}), {k: v for k, v in m.get("train", {}).items()
+                                                   if k not in ("init", "dataset", "processes")})
+    return int(t.get("train", {}).get("seed", 0))
+
+
 # how a Table 2 row that is not trained here is marked
 RELEASED_TEXT = "released checkpoint (not trained here)"
 
@@ -219,12 +274,14 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
 
     base, abl, speed_bd = base_decode(config), role(config, "ablation_bd"), role(config, "speed_bd")
     t1_tasks = tasks(config)
-    for row in config["tables"]["table1"]["rows"]:
-        for t in t1_tasks:
-            add(row["model"], t, base)
+    for row in config["tables"]["table1"]["rows"]:  # a row is the mean over the model's seed replicates
+        for m in seed_group(config, row["model"]):
+            for t in t1_tasks:
+                add(m, t, base)
     for row in config["tables"]["table2"]["rows"]:
-        for c in config["tables"]["table2"]["columns"]:
-            add(row["model"], col_task(config, c), base)
+        for m in seed_group(config, row["model"]):
+            for c in config["tables"]["table2"]["columns"]:
+                add(m, col_task(config, c), base)
     for s in config["tables"]["table3"]["sub_blocks"]:
         for c in config["tables"]["table3"]["columns"]:
             add(abl, col_task(config, c), dict(base, sub_block_size=s), sweep=True)

@@ -148,11 +148,40 @@ def _check_tables(config: dict) -> None:
         for i, row in enumerate(t[tname]["rows"]):
             if row["model"] not in models:
                 _fail(f"tables.{tname}.rows[{i}].model", f"unknown model {row['model']!r}; defined: {sorted(models)}")
+    _check_baselines(config)
     for tname in ("table2", "table3", "table4"):
         for c in t[tname]["columns"]:
             if c not in cols:
                 _fail(f"tables.{tname}.columns", f"unknown column {c!r}; choose from {sorted(cols)}")
     _check_divides("tables.table3.sub_blocks", t["table3"]["sub_blocks"], config["decode"]["block_size"])
+
+
+def _check_baselines(config: dict) -> None:
+    """Table 1's ``baseline``: another row of the table, an AR model, and for a model trained here the model its
+    training started from (directly or through its own init chain): a 7B model is never differenced against a 1.5B
+    one by accident."""
+    models, rows = config["models"], config["tables"]["table1"]["rows"]
+    in_table = [r["model"] for r in rows]
+    for i, row in enumerate(rows):
+        b = row.get("baseline")
+        if b is None:
+            continue
+        field = f"tables.table1.rows[{i}].baseline"
+        if b not in in_table or b == row["model"]:
+            _fail(field, f"{b!r} must be another row of tables.table1 ({', '.join(in_table)})")
+        if models[b]["mode"] != "ar":
+            _fail(field, f"{b!r} has mode {models[b]['mode']}; a baseline is an AR model")
+        chain, cur = [], row["model"]
+        while cur in models and plan.is_trained(models[cur]):
+            cur = models[cur]["train"]["init"]
+            chain.append(cur)
+        if chain and b not in chain and models[b].get("source") not in chain:
+            _fail(field, f"{row['model']!r} is trained here from {' -> '.join(chain)}, not from {b!r}: difference it "
+                         "against the model it was adapted from")
+    for i, row in enumerate(config["tables"]["table2"]["rows"]):
+        if row.get("baseline"):
+            _fail(f"tables.table2.rows[{i}].baseline", "only Table 1 rows have a baseline (Table 2 compares "
+                                                       "each recipe with the row above)")
 
 
 def _check_figures_and_tasks(config: dict) -> None:

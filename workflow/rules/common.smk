@@ -15,6 +15,8 @@ plan_checks.validate_schema(config, os.path.join(workflow.basedir, "workflow", "
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 plan_checks.check(config)
+# every adaptation once per seed of adaptation_seeds (<model>.seed<S>; the first seed keeps the model's key)
+config["models"] = plan.expand_seeds(config)["models"]
 
 RESULTS = config["results_dir"]
 R = plan.run_dir(config)  # intermediate results of this scale: results/<scale>/...

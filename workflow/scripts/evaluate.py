@@ -57,7 +57,10 @@ with logged(snakemake):  # noqa: F821
             decode = DecodeConfig.from_slug(point, **({} if task_len else {"max_new_tokens": int(p.max_new_tokens)}))
             decode.validate()
             point_fields = decode.point_fields() if DecodeConfig.slug_mode(point) == "bd" else {}
-            extra = {"model_key": p.model, "scale": config["scale"], "point": point}
+            # the row's training seed and the model it replicates (tables average a model over its seeds)
+            extra = {"model_key": p.model, "scale": config["scale"], "point": point,
+                     "model_group": config["models"][p.model].get("seed_of", p.model),
+                     "train_seed": plan.train_seed(config, p.model) if "train" in config["models"][p.model] else ""}
             try:
                 rows = run_task(loaded, task, mode=p.mode, decode=decode, batch_size=int(p.batch_size),
                                 limit=plan.point_limit(point) or p.limit, out_dir=cache / point,

@@ -65,22 +65,26 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
     t = config["tables"]
     notes = [scale_note(config)]
     if name == "table1_main":
-        groups = [{"label": label(config, r["model"]), "model": r["model"], "paper_row": r.get("paper_row"),
-                   "decode": base} for r in t["table1"]["rows"]]
+        rows = t["table1"]["rows"]
+        groups = [dict(seed_group_spec(config, r["model"], label(config, r["model"])), paper_row=r.get("paper_row"),
+                       decode=base) for r in rows]
         cols = column_specs(config, plan.AVG_COLUMNS, with_avg=True)
         notes.append(f"Decoding: block {base['block_size']}, sub-block {base['sub_block_size']}, threshold "
                      f"{base['threshold']}, sub-block cache {'on' if base['use_sub_block_cache'] else 'off'}; "
                      "AR rows use greedy autoregressive decoding.")
+        notes += seed_notes(config, [r["model"] for r in rows])
         return T.comparison_table(name=name, title="Table 1: main results", scale=scale, paper_table="table1",
                                   groups=groups, columns=cols, acc=acc, first_header="Model", notes=notes,
-                                  contrasts=[(0, i) for i in range(1, len(groups))])
+                                  contrasts=table1_contrasts(rows))
     if name == "table2_recipe_ablation":
         suffix, prov = table2_provenance(config)
-        groups = [{"label": (r.get("label") or label(config, r["model"])) + suffix.get(r["model"], ""),
-                   "model": r["model"], "paper_row": r.get("paper_row"), "decode": base} for r in t["table2"]["rows"]]
+        groups = [dict(seed_group_spec(config, r["model"], (r.get("label") or label(config, r["model"]))
+                                       + suffix.get(r["model"], "")), paper_row=r.get("paper_row"), decode=base)
+                  for r in t["table2"]["rows"]]
         cols = column_specs(config, t["table2"]["columns"], with_avg=True)
         notes.append(prov + " Avg. is over the columns shown; the paper's Avg. is over its nine columns, so a "
                      "mean over fewer is labelled partial and not differenced against it.")
+        notes += seed_notes(config, [r["model"] for r in t["table2"]["rows"]])
         return T.comparison_table(name=name, title="Table 2: training recipe ablation", scale=scale,
                                   paper_table="table2", groups=groups, columns=cols, acc=acc, first_header="Recipe",
                                   notes=notes, contrasts=[(i, i + 1) for i in range(len(groups) - 1)])
@@ -113,6 +117,34 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
         title = "Table 5: single-turn case study" if name.startswith("table5") else "Table 6: multi-turn case study"
         return T.case_study_table(name=name, title=title, scale=scale, cases=cases, notes=notes)
     raise ValueError(f"unknown table {name!r}")
+
+
+def seed_group_spec(config: dict, model: str, text: str) -> dict:
+    """A table row's group: the model, its seed replicates (``members``) and its label, which says how many seeds
+    the row averages."""
+    members = plan.seed_group(config, model)
+    return {"label": text + (f" (mean of {len(members)} seeds)" if len(members) > 1 else ""), "model": model,
+            "members": members}
+
+
+def seed_notes(config: dict, models: list[str]) -> list[str]:
+    """How the rows' intervals are computed (and, with seeds, that sweeps use one)."""
+    seeds = {m: len(plan.seed_group(config, m)) for m in models}
+    if max(seeds.values(), default=1) == 1:
+        return ["± is the Wilson 95% interval over the n test items of each cell."]
+    return ["Rows marked 'mean of S seeds' average S training runs of the recipe that differ only in their seed "
+            f"(adaptation_seeds: {plan.adaptation_seeds(config)}), each evaluated on the same n items; their ± is a "
+            "95% interval for another draw of seeds and items: mean ± t * sqrt(s^2/S + m(1 - m)/n), s^2 the variance "
+            "between the seeds' accuracies, m the mean, t Student's 97.5% quantile at the Welch-Satterthwaite degrees "
+            "of freedom (fastdllm_core.stats.seed_interval). Other rows: the Wilson 95% interval over the n items. "
+            "A difference is a finding only when the two intervals do not overlap. The decoding sweeps (Tables 3-4, "
+            "Figures 4 and 6) use the first seed only."]
+
+
+def table1_contrasts(rows: list[dict]) -> list[tuple[int, int]]:
+    """Table 1's difference rows: each row against its own ``baseline`` (the AR model it was adapted from)."""
+    index = {r["model"]: i for i, r in enumerate(rows)}
+    return [(index[r["baseline"]], i) for i, r in enumerate(rows) if r.get("baseline")]
 
 
 def _index_of(values: list, v) -> int | None:
