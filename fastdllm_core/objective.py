@@ -16,6 +16,11 @@ Per sequence of length L with block size D:
    forward, so gradient accumulation and data parallelism give the same gradient as one big batch.
 
 ``ntp``: the plain causal next-token loss on x_0 alone (the "NTP fine-tuned" baseline), normalised the same way.
+
+``dream``: full-attention masked diffusion adapted from the AR model (Dream's recipe, the full-attention
+counterpart of the paper's comparison): one ``t ~ U(eps, 1)`` per sequence (one "block" of length L), the model sees
+``x_t`` alone with every key visible (no block structure, no clean copy), shifted labels as above, the same
+normalisation.
 """
 from __future__ import annotations
 
@@ -84,6 +89,18 @@ def _ce_sum(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 def bd_loss_sum(model, input_ids, m, mask_token_id: int, block_size: int) -> tuple[torch.Tensor, int]:
     """Sum of CE over masked positions i >= 1 (target token i from the x_t logit at i-1), and their count."""
     logits = bd_forward(model, input_ids, m, mask_token_id, block_size)
+    target = torch.where(m, input_ids, torch.full_like(input_ids, IGNORE))[:, 1:]
+    return _ce_sum(logits, target), int((target != IGNORE).sum())
+
+
+def dream_loss_sum(model, input_ids, m, mask_token_id: int) -> tuple[torch.Tensor, int]:
+    """Full-attention masked diffusion: sum of CE over masked positions i >= 1 (token i from the logit at i-1 of
+    ``x_t``, attended without any mask), and their count."""
+    L = input_ids.shape[1]
+    x_t = torch.where(m, torch.full_like(input_ids, mask_token_id), input_ids)
+    keep = torch.arange(L - 1, device=input_ids.device)
+    kw = attention_kwargs(model, None, L, L)
+    logits = model(input_ids=x_t, use_cache=False, logits_to_keep=keep, **kw).logits
     target = torch.where(m, input_ids, torch.full_like(input_ids, IGNORE))[:, 1:]
     return _ce_sum(logits, target), int((target != IGNORE).sum())
 

@@ -11,6 +11,7 @@ ntp           ntp         pad       -  (the "NTP fine-tuned" / Nemo-FT baseline)
 bd_naive      bd          naive     no ("naive token shift")
 bd_pad        bd          pad       no ("+ pad")
 bd_pad_cm     bd          pad       yes ("+ pad + CM": the paper's recipe)
+dream         dream       pad       no (full-attention masked diffusion: Dream's recipe)
 ============  ==========  ========  ======================================================
 
 Determinism and resume: the sequences of optimiser step k and their noise masks are pure functions of
@@ -82,7 +83,8 @@ def step_views(ds, cfg: dict, step: int, n_micro: int):
     idx = batch_indices(len(ds), o["batch_size"], step, cfg["train"]["seed"])
     ids_all, lab_all = ds.input_ids[idx], ds.labels[idx]
     part = [slice(j * micro, (j + 1) * micro) for j in range(n_micro)]
-    if recipe["objective"] == "bd":
+    if recipe["objective"] in ("bd", "dream"):  # dream: one noise level per sequence (a single block of length L)
+        D = D if recipe["objective"] == "bd" else ids_all.shape[1]
         gens = [obj.sample_generator(cfg["train"]["seed"], step, i) for i in range(len(idx))]
         views = [obj.noise_batch(ids_all[p], lab_all[p], block_size=D, eps=cfg["objective"]["eps"],
                                  complementary=recipe["complementary"], generators=gens[p]) for p in part]
@@ -95,15 +97,17 @@ def step_views(ds, cfg: dict, step: int, n_micro: int):
 
 def accumulate(accelerator, model, views, my_micros, cfg: dict, mask_id: int, norm: int) -> torch.Tensor:
     """Forward and backward over this process' micro-batches; returns their summed (unnormalised) loss."""
-    world, bd = accelerator.num_processes, RECIPES[cfg["recipe"]]["objective"] == "bd"
+    world, objective = accelerator.num_processes, RECIPES[cfg["recipe"]]["objective"]
     loss_sum = torch.zeros((), device=accelerator.device)
     for k, j in enumerate(my_micros):
         ids, lab, m = (v.to(accelerator.device) if v is not None else None for v in views[j])
         last = k == len(my_micros) - 1
         ctx = accelerator.no_sync(model) if (world > 1 and not last) else contextlib.nullcontext()
         with ctx, accelerator.autocast():
-            if bd:
+            if objective == "bd":
                 ls, _ = obj.bd_loss_sum(model, ids, m, mask_id, cfg["objective"]["block_size"])
+            elif objective == "dream":
+                ls, _ = obj.dream_loss_sum(model, ids, m, mask_id)
             else:
                 ls, _ = obj.ntp_loss_sum(model, ids, lab)
             # DDP averages gradients over processes: scale by world so the result is sum / global count

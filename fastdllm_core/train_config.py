@@ -16,6 +16,8 @@ RECIPES = {
     "bd_naive": {"objective": "bd", "packing": "naive", "complementary": False},
     "bd_pad": {"objective": "bd", "packing": "pad", "complementary": False},
     "bd_pad_cm": {"objective": "bd", "packing": "pad", "complementary": True},
+    # full-attention masked diffusion from the AR model (Dream's recipe) on the same packed data as "+ pad"
+    "dream": {"objective": "dream", "packing": "pad", "complementary": False},
 }
 
 # The paper's hyper-parameters (Sec. 4.1): global batch 256 sequences of L 2048, D 32, AdamW, 500 warm-up steps.

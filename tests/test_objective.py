@@ -86,3 +86,28 @@ def test_shifted_labels_target_token_i_from_logit_i_minus_1():
     expect = torch.nn.functional.cross_entropy(logits[0, 4:5], ids[0, 5:6], reduction="sum")
     assert n == 1
     torch.testing.assert_close(loss, expect)
+
+
+def test_dream_objective_is_full_attention_masked_diffusion_with_shifted_labels():
+    """Dream's recipe: x_t alone, every key visible (a later token changes an earlier logit, unlike a causal
+    model), the masked token i predicted by the logit at i-1, one noise level per sequence."""
+    model = make_tiny(seed=4)
+    ids = torch.randint(4, 64, (1, 8))
+    m = torch.zeros(1, 8, dtype=torch.bool)
+    m[0, [2, 6]] = True
+    loss, n = obj.dream_loss_sum(model, ids, m, MASK)
+    x_t = torch.where(m, torch.full_like(ids, MASK), ids)
+    full = torch.ones(1, 1, 8, 8, dtype=torch.bool)
+    logits = model(input_ids=x_t, attention_mask={"full_attention": full}, use_cache=False).logits
+    expect = torch.nn.functional.cross_entropy(logits[0, [1, 5]], ids[0, [2, 6]], reduction="sum")
+    assert n == 2
+    torch.testing.assert_close(loss, expect)
+    later = x_t.clone()
+    later[0, 7] = (later[0, 7] + 1) % 60 + 4
+    changed = model(input_ids=later, attention_mask={"full_attention": full}, use_cache=False).logits
+    assert not torch.allclose(changed[0, 1], logits[0, 1])  # bidirectional: position 7 reaches position 1
+    # one t per sequence: with block_size = L the mask rate is shared by the whole row
+    labels = torch.arange(4, 260).reshape(1, 256)
+    rates = [obj.draw_mask(labels[0], 256, 1e-3, obj.sample_generator(0, s, 0)).float().mean().item()
+             for s in range(20)]
+    assert max(rates) - min(rates) > 0.3

@@ -195,7 +195,7 @@ def train_threads(config: dict, name: str) -> int:
     return int(config["models"][name]["train"].get("processes", 1))
 
 
-RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1}
+RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1, "dream": 1}
 
 
 def train_priority(config: dict, name: str) -> int:
