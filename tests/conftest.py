@@ -33,3 +33,35 @@ def tokenizer():
     from fastdllm_core.tiny import char_tokenizer
 
     return char_tokenizer()
+
+
+# ------------------------------------------------------------------------------------------------ stored numerics
+def pytest_addoption(parser):
+    group = parser.getgroup("numerics", "stored numerics (tests/test_numerics_*.py)")
+    group.addoption("--update-numerics", action="store_true", default=False,
+                    help="rewrite the stored values of tests/data/numerics/*.json that moved (or are new) instead "
+                         "of failing; prints old vs new; needs --reason")
+    group.addoption("--reason", default=None,
+                    help="why the numerics changed (recorded with the commit in every rewritten entry)")
+
+
+def pytest_configure(config):
+    if config.getoption("--update-numerics") and not (config.getoption("--reason") or "").strip():
+        raise pytest.UsageError('--update-numerics needs --reason "..." (why the numerics changed; recorded in '
+                                "the stored file beside the commit)")
+
+
+def pytest_sessionfinish(session):
+    if session.config.getoption("--update-numerics"):
+        import numerics_check
+
+        numerics_check.write_pending()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if config.getoption("--update-numerics"):
+        import numerics_check
+
+        terminalreporter.section("stored numerics (--update-numerics)")
+        for line in numerics_check.report_lines() or ["nothing compared (no test_numerics_* test ran)"]:
+            terminalreporter.write_line(line)
