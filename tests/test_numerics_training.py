@@ -56,6 +56,7 @@ CASES = {
     "bd_naive": {"recipe": "bd_naive", "init": "sft", "data": "adapt"},
     "bd_pad": {"recipe": "bd_pad", "init": "sft", "data": "adapt"},
     "bd_pad_cm": {"recipe": "bd_pad_cm", "init": "sft", "data": "adapt"},
+    "dream": {"recipe": "dream", "init": "sft", "data": "adapt"},
 }
 
 
