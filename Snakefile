@@ -33,6 +33,7 @@ rule paper_figures:
         ALL_TABLES,
         ALL_FIGURES,
         f"{RESULTS}/paper_values.csv",
+        f"{R}/summary.md",
     default_target: True
 
 

@@ -275,3 +275,48 @@ def _read_holder(fd: int) -> dict:
         return json.loads(raw) if raw else {}
     except (OSError, ValueError):
         return {"pid": "?", "host": "?", "started": "?", "what": "run (unreadable lock file)"}
+
+
+# what can move a number of a DAG run: the library, the workflow, the analysis and the embedded default's config
+SOURCE_GLOBS = ("Snakefile", "workflow/**/*.py", "workflow/**/*.smk", "workflow/schemas/*.yaml",
+                "fastdllm_core/**/*.py", "fastdllm_core/**/*.json", "analysis/**/*.py", "analysis/**/*.csv",
+                "config/config.yaml")
+
+
+def _normalised_source(path: Path) -> bytes:
+    """A file's content as far as behaviour goes: Python without docstrings and comments (its AST), YAML as data,
+    Snakemake files without comment lines; anything else as bytes."""
+    import ast
+
+    raw = path.read_bytes()
+    if path.suffix == ".py":
+        try:
+            tree = ast.parse(raw)
+        except SyntaxError:
+            return raw
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                    and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+        return ast.dump(tree).encode()
+    if path.suffix == ".yaml":
+        import yaml
+
+        return json.dumps(yaml.safe_load(raw), sort_keys=True, default=str).encode()
+    if path.suffix == ".smk" or path.name == "Snakefile":
+        return b"\n".join(ln.rstrip() for ln in raw.splitlines() if ln.strip() and not ln.lstrip().startswith(b"#"))
+    return raw
+
+
+def source_fingerprint(root: str | os.PathLike) -> str:
+    """Hash of everything under ``root`` that can move a result of the DAG (:data:`SOURCE_GLOBS`), insensitive to
+    comments and docstrings: the summary page records it, and a test checks that the committed results page was
+    made by the code that is committed beside it."""
+    root = Path(root)
+    h = hashlib.sha256()
+    files = sorted({p for g in SOURCE_GLOBS for p in root.glob(g) if p.is_file() and "__pycache__" not in p.parts})
+    for p in files:
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(_normalised_source(p)).digest())
+    return h.hexdigest()[:16]

@@ -66,3 +66,26 @@ rule paper_values:
         runtime=5,
     script:
         "../scripts/paper_values_csv.py"
+
+
+rule summary:
+    """What this run found, on one page (every number the README quotes, with the commit it came from):
+    results/<scale>/summary.md; scripts/update_results_doc.py copies a clean run's page into docs/ and the README."""
+    input:
+        acc=f"{R}/accuracy.csv",
+        thr=f"{R}/throughput.csv",
+        train=f"{R}/training_metrics.csv",
+    output:
+        f"{R}/summary.md",
+    params:
+        root=workflow.basedir,  # the source fingerprint of the code that ran
+    log:
+        f"{LOGS}/summary.log",
+    threads: 1
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/make_summary.py"

@@ -215,3 +215,89 @@ def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frame
         F.fig_attention_masks(png, pdf, f["masks"]["seq_len"], f["masks"]["block_size"])
     else:
         raise ValueError(f"unknown figure {name!r}")
+
+
+# ------------------------------------------------------------------------------------------------- summary page
+def summary_columns(config: dict) -> list[dict]:
+    """The accuracy columns of the summary page: every paper column this scale fills with a task."""
+    return [s for s in column_specs(config, [c for c in plan.AVG_COLUMNS if c in config["columns"]]) if "task" in s]
+
+
+def summary_comparisons(config: dict) -> list[dict]:
+    """The pairs the page compares: each Table 1 row with its baseline, each Table 2 row with the one above, and
+    every two diffusion rows of Table 1 (the block-diffusion recipe against full-attention diffusion)."""
+    t1, t2 = config["tables"]["table1"]["rows"], config["tables"]["table2"]["rows"]
+    out = [{"a": r["baseline"], "b": r["model"], "why": "Table 1: the row against the AR model it was adapted from"}
+           for r in t1 if r.get("baseline")]
+    out += [{"a": a["model"], "b": b["model"], "why": "Table 2: the recipe against the row above"}
+            for a, b in zip(t2, t2[1:])]
+    diffusion = [r["model"] for r in t1 if config["models"][r["model"]]["mode"] != "ar"]
+    out += [{"a": a, "b": b, "why": "Table 1: two diffusion recipes, same base, data and budget"}
+            for i, a in enumerate(diffusion) for b in diffusion[i + 1:]]
+    seen, uniq = set(), []
+    for c in out:
+        if (c["a"], c["b"]) not in seen:
+            seen.add((c["a"], c["b"]))
+            uniq.append(c)
+    return uniq
+
+
+def summary_sweeps(config: dict) -> list[dict]:
+    """Tables 3 and 4 and Figure 4's threshold sweep, on the first seed, each against its reference setting."""
+    t, f, base = config["tables"], config["figures"], plan.base_decode(config)
+    abl, speed_bd = plan.role(config, "ablation_bd"), plan.role(config, "speed_bd")
+    limit = config["eval"].get("sweep_limit")
+    on = f"first {limit} test items" if limit else "every test item"
+    train_block = config.get("training", {}).get("objective", {}).get("block_size", base["block_size"])
+    thr_col = column_specs(config, [f["threshold"]["column"]])
+    return [
+        {"title": "Table 3: sub-block size", "model": abl, "columns": column_specs(config, t["table3"]["columns"]),
+         "rows": [{"label": f"sub-block {s}", "decode": dict(base, sub_block_size=s)} for s in t["table3"]["sub_blocks"]],
+         "reference": _index_of(t["table3"]["sub_blocks"], base["sub_block_size"]),
+         "reference_label": f"sub-block {base['sub_block_size']}",
+         "note": f"Model {label(config, abl)} (first seed), {on}, block {base['block_size']}, threshold "
+                 f"{base['threshold']}."},
+        {"title": "Table 4: inference block size", "model": abl, "columns": column_specs(config, t["table4"]["columns"]),
+         "rows": [{"label": f"block {b}", "decode": dict(base, block_size=b, sub_block_size=b)}
+                  for b in t["table4"]["block_sizes"]],
+         "reference": _index_of(t["table4"]["block_sizes"], train_block),
+         "reference_label": f"block {train_block} (the training block size)",
+         "note": f"Model {label(config, abl)} (first seed), {on}, sub-block = block, threshold {base['threshold']}."},
+        {"title": "Figure 4: confidence threshold", "model": speed_bd, "columns": thr_col,
+         "rows": [{"label": f"threshold {th:g}", "decode": dict(base, threshold=th)}
+                  for th in f["threshold"]["thresholds"]],
+         "reference": _index_of([float(x) for x in f["threshold"]["thresholds"]], float(base["threshold"])),
+         "reference_label": f"threshold {float(base['threshold']):g}",
+         "note": f"Model {label(config, speed_bd)} (first seed), {on} (the reference threshold on every item when "
+                 "it is also Table 1's setting)."},
+    ]
+
+
+def summary_spec(config: dict) -> dict:
+    """What the summary page (analysis.summary) shows for ``config``."""
+    t1, t2 = config["tables"]["table1"]["rows"], config["tables"]["table2"]["rows"]
+    models = list(dict.fromkeys([r["model"] for r in t1] + [r["model"] for r in t2]))
+    base = plan.base_decode(config)
+    groups = [dict(seed_group_spec(config, m, label(config, m)), label=label(config, m), decode=base) for m in models]
+    stand_ins = ", ".join(f"{spec['title']} = {spec['task']}" for spec in summary_columns(config)
+                          if not spec.get("comparable"))
+    seeds = plan.adaptation_seeds(config)
+    sp_models = [{"source": m, "label": label(config, m), "mode": config["models"][m]["mode"]}
+                 for m in plan.fig1a_models(config)]
+    sd = plan.speed_decode(config)
+    return {
+        "title": f"What the DAG measured (scale: {config['scale']})",
+        "scale": config["scale"],
+        "intro": scale_note(config) + (f" Stand-in tasks: {stand_ins}." if stand_ins else "") +
+                 " Generated by the DAG (rule `summary`, analysis/summary.py) from the results CSVs of one run.",
+        "groups": groups, "columns": summary_columns(config), "seeds": seeds,
+        "items_note": (f"Rows of trained adaptations are means over the seeds {seeds} (all from the one AR base); "
+                       "decoding as in Table 1." if len(seeds) > 1 else "Decoding as in Table 1."),
+        "interval_note": " ".join(seed_notes(config, models)),
+        "comparisons": summary_comparisons(config),
+        "sweeps": summary_sweeps(config),
+        "speed": {"sweep": "batch", "models": sp_models, "batches": config["figures"]["batch"]["batches"],
+                  "note": f"diffusion at threshold {sd['threshold']:g}, sub-block cache "
+                          f"{'on' if sd['use_sub_block_cache'] else 'off'}; {config['bench']['num_prompts']} prompts, "
+                          f"{config['bench']['max_new_tokens']} new tokens; first seed"},
+    }

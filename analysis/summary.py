@@ -1,0 +1,216 @@
+"""What a run of the DAG found, as one Markdown page: a pure function of the results CSVs and a spec made from the
+config (``workflow/scripts/report_specs.summary_spec``).
+
+Every number the README quotes about the embedded default comes from this page: the DAG writes it as
+``results/<scale>/summary.md`` (rule ``summary``), and ``scripts/update_results_doc.py`` copies the page of a clean
+run of one commit to ``docs/embedded_default_results.md`` and its first sections into the README.  The page has
+three kinds of sections:
+
+* the findings (accuracy with intervals, the comparisons and their verdicts, the decoding sweeps, final training
+  losses): the same code on the same kernel path gives the same text (:func:`comparable_text`);
+* ``## Provenance``: the commit, versions and machine of the run;
+* ``## Timing``: tokens per second and wall times, which vary from run to run and are never compared.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from fastdllm_core.stats import wilson_pct
+
+from .results_io import lookup, select
+from .tables import seed_mean
+
+PROVENANCE, TIMING = "## Provenance", "## Timing"
+NA = "n/a"
+
+
+# ------------------------------------------------------------------------------------------------- cells
+def measure(acc: pd.DataFrame, members: list[str], task: str, metric: str, decode: dict | None) -> dict:
+    """``{mean, lo, hi, values, n, why}`` of one metric over a group's seed replicates (or one model)."""
+    values = []
+    for m in members:
+        v, why = lookup(acc, "value", decode, model=m, task=task, metric=metric)
+        if v is None:
+            return {"mean": None, "why": f"{m}: {why}"}
+        values.append(v)
+    n, _ = lookup(acc, "n", decode, model=members[0], task=task, metric=metric)
+    if len(members) == 1:
+        lo, hi = wilson_pct(values[0], int(n))
+        return {"mean": values[0], "lo": lo, "hi": hi, "values": values, "n": int(n), "why": ""}
+    mean, lo, hi, why = seed_mean(acc, members, task, metric, decode)
+    return {"mean": mean, "lo": lo, "hi": hi, "values": values, "n": int(n), "why": why}
+
+
+def cell(c: dict, per_seed: bool = False) -> str:
+    if c.get("mean") is None:
+        return NA
+    text = f"{c['mean']:.1f} ± {(c['hi'] - c['lo']) / 2:.1f}"
+    if per_seed and len(c["values"]) > 1:
+        text += " [" + " / ".join(f"{v:.1f}" for v in c["values"]) + "]"
+    return text
+
+
+def verdict(a: dict, b: dict) -> str:
+    """``b - a`` and whether it is a finding: the two 95% intervals do not overlap."""
+    if a.get("mean") is None or b.get("mean") is None:
+        return NA
+    d = b["mean"] - a["mean"]
+    apart = a["hi"] < b["lo"] or b["hi"] < a["lo"]
+    return f"{d:+.1f} ({'higher' if d > 0 else 'lower'}, beyond noise)" if apart else f"{d:+.1f} (within noise)"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return out + ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+
+
+# ------------------------------------------------------------------------------------------------- sections
+def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
+    cols = spec["columns"]
+    rows = []
+    for g in spec["groups"]:
+        rows.append([g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols])
+    ns = sorted({c.get("n") for c in cells.values() if c.get("n")})
+    out = ["## Accuracy (Tables 1 and 2)", "",
+           f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']}", ""]
+    out += _table(["model", "seeds"] + [c["title"] for c in cols], rows)
+    if any(len(g["members"]) > 1 for g in spec["groups"]):
+        out += ["", "Per seed (" + ", ".join(map(str, spec["seeds"])) + "):", ""]
+        out += _table(["model"] + [c["title"] for c in cols],
+                      [[g["label"]] + [" / ".join(f"{v:.1f}" for v in cells[(g["model"], c["id"])].get("values", []))
+                                       or NA for c in cols] for g in spec["groups"] if len(g["members"]) > 1])
+    return out
+
+
+def _comparisons(spec: dict, cells: dict) -> list[str]:
+    out = ["## Comparisons", "",
+           "Each line is `b - a` per column; a difference is a finding (\"beyond noise\") only when the two 95% "
+           "intervals do not overlap.", ""]
+    label = {g["model"]: g["label"] for g in spec["groups"]}
+    for comp in spec["comparisons"]:
+        a, b = comp["a"], comp["b"]
+        parts = [f"{c['title']} {verdict(cells[(a, c['id'])], cells[(b, c['id'])])}" for c in spec["columns"]]
+        found = [p for p in parts if "beyond noise" in p]
+        head = f"- **{label[b]} - {label[a]}** ({comp['why']}): "
+        out.append(head + "; ".join(parts) + f". Beyond noise: {len(found)} of {len(parts)} columns.")
+    return out
+
+
+def _sweeps(spec: dict, acc: pd.DataFrame) -> list[str]:
+    out = ["## Decoding sweeps", ""]
+    for sw in spec["sweeps"]:
+        cols, ref = sw["columns"], sw.get("reference")
+        measured = [[measure(acc, [sw["model"]], c["task"], c["metric"], r["decode"]) for c in cols]
+                    for r in sw["rows"]]
+        rows = []
+        for i, (r, cs) in enumerate(zip(sw["rows"], measured)):
+            tpf, _ = lookup(acc, "tokens_per_forward", r["decode"], model=sw["model"], task=cols[0]["task"],
+                            metric=cols[0]["metric"])
+            if ref is None:
+                vs = "-"
+            elif i == ref:
+                vs = "reference"
+            else:
+                vs = "; ".join(verdict(a, b) for a, b in zip(measured[ref], cs))
+            rows.append([r["label"]] + [cell(c) for c in cs] + [f"{tpf:.2f}" if tpf is not None else NA, vs])
+        out += [f"### {sw['title']}", "", sw["note"], ""]
+        out += _table(["setting"] + [c["title"] for c in cols] +
+                      [f"tokens per forward ({cols[0]['title']})", f"vs {sw['reference_label']}"], rows) + [""]
+    return out
+
+
+def _training(spec: dict, train: pd.DataFrame) -> list[str]:
+    out = ["## Training (final logged step)", ""]
+    if train.empty:
+        return out + ["No model was trained in this run."]
+    rows = []
+    for model, g in train.groupby("model", sort=False):
+        last = g.iloc[-1]
+        rows.append([str(model), str(last.get("recipe", "")), str(last.get("step", "")), f"{float(last['loss']):.4f}"])
+    return out + _table(["model", "recipe", "steps", "loss"], rows)
+
+
+def _provenance(spec: dict, frames: list[pd.DataFrame], fingerprint: str) -> list[str]:
+    def values(col):
+        vs = sorted({str(v) for d in frames if col in d.columns for v in d[col].dropna().unique() if str(v)})
+        return ", ".join(vs) or NA
+
+    return [PROVENANCE, "",
+            f"- commit: {values('git_commit')}",
+            f"- source fingerprint: {fingerprint or NA} (fastdllm_core.provenance.source_fingerprint of the code that ran)",
+            f"- scale: {spec['scale']}",
+            f"- CPU: {values('cpu')}; kernel path: {values('cpu_isa')} (MKL_CBWR={values('mkl_cbwr')})",
+            f"- torch {values('torch_version')}, transformers {values('transformers_version')}, "
+            f"python {values('python_version')}",
+            f"- devices: {values('device_type')} ({values('device_name')})"]
+
+
+def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]) -> list[str]:
+    out = [TIMING, "", "Measured speeds vary between runs and machines; they are never compared between runs.", ""]
+    sp = spec["speed"]
+    rows = []
+    for m in sp["models"]:
+        for b in sp["batches"]:
+            sel = select(thr, None, model=m["source"], sweep=sp["sweep"], batch_size=b) if not thr.empty else thr
+            if sel.empty:
+                continue
+            r = sel.iloc[-1]
+            rows.append([m["label"], m["mode"], str(b), f"{float(r['tokens_per_s']):.1f}",
+                         f"{float(r['tokens_per_forward']):.2f}",
+                         f"{float(r['speedup_vs_main_ar']):.2f}x" if str(r.get("speedup_vs_main_ar", "")) not in
+                         ("", "nan") else "-"])
+    if rows:
+        out += [f"Throughput sweep `{sp['sweep']}` ({sp['note']}):", ""]
+        out += _table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
+    if not train.empty and "tokens_per_s" in train.columns:
+        tr = [[str(m), f"{pd.to_numeric(g['tokens_per_s'], errors='coerce').median():.0f}"]
+              for m, g in train.groupby("model", sort=False)]
+        out += ["Training throughput (median tokens/s over logged intervals):", ""] + _table(["model", "tokens/s"], tr)
+    return out + ([""] + extra if extra else [])
+
+
+def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.DataFrame,
+                  timing_lines: list[str] | None = None, fingerprint: str = "") -> str:
+    """The page (Markdown).  ``timing_lines``: extra lines for the timing section (the DAG's wall time);
+    ``fingerprint``: the source fingerprint of the code that made the results."""
+    cells = {(g["model"], c["id"]): measure(acc, g["members"], c["task"], c["metric"], g["decode"])
+             for g in spec["groups"] for c in spec["columns"]}
+    lines = [f"# {spec['title']}", "", spec["intro"], ""]
+    lines += _accuracy(spec, acc, cells) + [""]
+    lines += _comparisons(spec, cells) + [""]
+    lines += _sweeps(spec, acc)
+    lines += _training(spec, train) + [""]
+    lines += _provenance(spec, [acc, thr, train], fingerprint) + [""]
+    lines += _timing(spec, thr, train, timing_lines or [])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def comparable_text(md: str) -> str:
+    """The page without its provenance and timing sections: equal for two runs of the same code on the same
+    kernel path (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py --check`` compare)."""
+    out, skip = [], False
+    for line in md.splitlines():
+        if line.startswith("## "):
+            skip = line.strip() in (PROVENANCE, TIMING)
+        if not skip:
+            out.append(line)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def section(md: str, heading: str) -> str:
+    """One ``## `` section of the page (heading line included), for the README's copy."""
+    out, inside = [], False
+    for line in md.splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == heading
+        if inside:
+            out.append(line)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def fingerprint_of(md: str) -> str | None:
+    """The source fingerprint a page records (None when it has none)."""
+    for line in md.splitlines():
+        if line.startswith("- source fingerprint: "):
+            return line.split(": ", 1)[1].split()[0]
+    return None
