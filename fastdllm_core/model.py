@@ -2,7 +2,12 @@
 
 Sources: a Hugging Face Hub id, a local directory, or a GGUF file (``path/to/model.gguf``).  Released
 Fast-dLLM v2 checkpoints (``model_type: Fast_dLLM_Qwen``, ``bd_size``) are plain Qwen2 weights: their config is
-rewritten to a :class:`~transformers.Qwen2Config` and ``bd_size`` becomes the default block size.
+rewritten to a :class:`~transformers.Qwen2Config` and ``bd_size`` becomes the default block size.  Released
+masked-diffusion checkpoints load onto stock classes too (:mod:`fastdllm_core.modeling`): LLaDA
+(``model_type: llada``) as :class:`~transformers.LlamaForCausalLM` with its weights renamed, Dream
+(``model_type: Dream``) as :class:`~transformers.Qwen2ForCausalLM`; their own mask token and end-of-turn ids are
+used.  :attr:`LoadedModel.family` says what was loaded (autoregressive, block diffusion, masked diffusion with or
+without the logit shift).
 """
 from __future__ import annotations
 
@@ -15,10 +20,14 @@ from pathlib import Path
 import torch
 
 from .config import BLOCK_SIZE
+from .modeling import FAMILIES, Family, release_of
 
 log = logging.getLogger(__name__)
 
 MASK_TOKEN = "|<MASK>|"
+# remote-code tokenizer classes of released checkpoints -> the stock class they copy (Dream's DreamTokenizer is
+# Qwen2's byte-level BPE, vocab.json + merges.txt)
+REMOTE_TOKENIZERS = {"DreamTokenizer": "Qwen2Tokenizer"}
 FAST_DLLM_MODEL_TYPES = {"Fast_dLLM_Qwen": "qwen2"}
 DEFAULT_BLOCK_SIZE = BLOCK_SIZE  # when a checkpoint has no bd_size
 
@@ -32,6 +41,7 @@ class LoadedModel:
     block_size: int = DEFAULT_BLOCK_SIZE  # the checkpoint's bd_size when it has one
     source: str = ""
     info: dict = field(default_factory=dict)
+    family: Family = FAMILIES["qwen2"]  # AR / block diffusion / masked diffusion (with or without the logit shift)
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
@@ -76,6 +86,19 @@ def load_config(source: str, **kw):
     raw = read_config_dict(source)
     if raw is None and not os.path.isdir(source):
         raw, _ = PretrainedConfig.get_config_dict(source, **kw)
+    release = release_of(raw)
+    if release == "llada":
+        from .modeling import llada
+
+        return llada.hf_config(raw)
+    if release == "dream":
+        from .modeling import dream
+
+        return dream.hf_config(raw)
+    if release == "llada_moe":
+        from .modeling import llada_moe
+
+        return llada_moe.hf_config(raw)
     if raw is not None and raw.get("model_type") in FAST_DLLM_MODEL_TYPES:
         from transformers import CONFIG_MAPPING
 
@@ -119,12 +142,14 @@ def ensure_mask_token(tokenizer, model=None, mask_token: str = MASK_TOKEN, allow
     return mask_id
 
 
-def eos_ids(tokenizer, model=None) -> list[int]:
-    """Stop ids: the generation config's eos ids (``<|im_end|>`` for Qwen2.5-Instruct) and the tokenizer's."""
+def eos_ids(tokenizer, model=None, extra_tokens=("<|im_end|>",)) -> list[int]:
+    """Stop ids: the generation config's eos ids (``<|im_end|>`` for Qwen2.5-Instruct), the tokenizer's, and those
+    of ``extra_tokens`` the vocabulary has (LLaDA's ``<|eot_id|>``, Dream's ``<|im_end|>``)."""
     ids: list[int] = []
     gen = getattr(model, "generation_config", None) if model is not None else None
+    vocab = tokenizer.get_vocab()
     for cand in (getattr(gen, "eos_token_id", None), tokenizer.eos_token_id,
-                 tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None):
+                 *(tokenizer.convert_tokens_to_ids(t) for t in extra_tokens if t in vocab)):
         for i in (cand if isinstance(cand, (list, tuple)) else [cand]):
             if i is not None and i not in ids:
                 ids.append(int(i))
@@ -141,6 +166,11 @@ def _load_tokenizer(directory: str, gguf_file: str | None, kw: dict):
         cls = json.loads(tc.read_text()).get("tokenizer_class")
         if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
             return PreTrainedTokenizerFast.from_pretrained(directory, local_files_only=kw.get("local_files_only"))
+        if cls in REMOTE_TOKENIZERS:  # a remote-code class that is a stock tokenizer under another name
+            import transformers
+
+            return getattr(transformers, REMOTE_TOKENIZERS[cls]).from_pretrained(
+                directory, local_files_only=kw.get("local_files_only"))
     return AutoTokenizer.from_pretrained(directory, **kw)
 
 
@@ -181,22 +211,79 @@ def load_model(
         tok_kw["config"] = config  # never let AutoTokenizer look at a remote-code config.json
     tokenizer = _load_tokenizer(directory, gguf_file, tok_kw)
     mkw = dict(kw, dtype=torch_dtype, attn_implementation=attn, trust_remote_code=False)
+    release = getattr(config, "released_model_type", None) if config is not None else None
     if config is not None:
         mkw["config"] = config
-        if getattr(config, "model_type", None) == "qwen2":
-            from transformers import Qwen2ForCausalLM
-
-            model = Qwen2ForCausalLM.from_pretrained(directory, **mkw)
-        else:
-            model = AutoModelForCausalLM.from_pretrained(directory, **mkw)
+        model = _from_pretrained(directory, config, release, mkw)
     else:
         model = AutoModelForCausalLM.from_pretrained(directory, **mkw)
     model.to(device).eval()
-    mask_id = ensure_mask_token(tokenizer, model, mask_token)
+    family = _family(model.config, release)
+    if family.masked_diffusion:  # the release's own mask token (LLaDA 126336, Dream 151666), never added
+        model.config.is_causal = False  # full attention: transformers builds a bidirectional mask, never a causal one
+        mask_id = _check_release_mask(tokenizer, model)
+        extra = _release_eos_tokens(release)
+    else:
+        mask_id = ensure_mask_token(tokenizer, model, mask_token)
+        extra = ("<|im_end|>",)
     bd = block_size or getattr(model.config, "bd_size", None) or DEFAULT_BLOCK_SIZE
     return LoadedModel(
-        model=model, tokenizer=tokenizer, mask_token_id=mask_id, eos_token_ids=eos_ids(tokenizer, model),
+        model=model, tokenizer=tokenizer, mask_token_id=mask_id, eos_token_ids=eos_ids(tokenizer, model, extra),
         block_size=int(bd), source=source,
         info={"dtype": str(torch_dtype).replace("torch.", ""), "attn_implementation": attn, "device": str(device),
-              "gguf": bool(gguf_file)},
+              "gguf": bool(gguf_file), "family": family.name, "release": family.release,
+              "logit_shift": family.logit_shift},
+        family=family,
     )
+
+
+def _from_pretrained(directory: str, config, release: str | None, mkw: dict):
+    """The stock class of ``config`` with the release's weights (LLaDA's renamed by its key mapping, its
+    embedding / logit scales folded in)."""
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM
+
+    cls = {"qwen2": Qwen2ForCausalLM, "llama": LlamaForCausalLM}.get(getattr(config, "model_type", None))
+    if release == "llada":
+        from .modeling import llada
+
+        model, info = cls.from_pretrained(directory, key_mapping=llada.KEY_MAPPING, output_loading_info=True, **mkw)
+        _check_loading(directory, info)
+        llada.fold_scales(model, read_config_dict(directory) or {})
+        return model
+    if release == "llada_moe":
+        from .modeling import llada_moe
+
+        return llada_moe.from_pretrained(directory, mkw)
+    return (cls or AutoModelForCausalLM).from_pretrained(directory, **mkw)
+
+
+def _check_loading(directory: str, info: dict) -> None:
+    """A mapped checkpoint must fill every weight of the stock class and leave none of its own unused."""
+    missing = sorted(k for k in info.get("missing_keys", ()) if k != "lm_head.weight")  # tied: no lm_head
+    unexpected = sorted(info.get("unexpected_keys", ()))
+    if missing or unexpected:
+        raise ValueError(f"{directory}: the weight mapping left stock weights unfilled {missing[:6]} or released "
+                         f"weights unused {unexpected[:6]} (fastdllm_core.modeling)")
+
+
+def _family(config, release: str | None) -> Family:
+    if release in ("llada", "llada_moe"):
+        return FAMILIES["llada"]
+    if release == "Dream":
+        return FAMILIES["dream"]
+    return FAMILIES["fast_dllm_v2"] if getattr(config, "bd_size", None) else FAMILIES["qwen2"]
+
+
+def _release_eos_tokens(release: str | None) -> tuple:
+    from .modeling import dream, llada
+
+    return dream.EOS_TOKENS if release == "Dream" else llada.EOS_TOKENS
+
+
+def _check_release_mask(tokenizer, model) -> int:
+    """A masked-diffusion release's ``mask_token_id`` (from its config), checked against the embedding table."""
+    mask_id = getattr(model.config, "mask_token_id", None)
+    n = model.get_input_embeddings().num_embeddings
+    if mask_id is None or not 0 <= int(mask_id) < n:
+        raise ValueError(f"the checkpoint's mask_token_id={mask_id!r} is not inside its embedding table ({n} rows)")
+    return int(mask_id)

@@ -5,11 +5,13 @@ import dataclasses
 
 import pytest
 
-from fastdllm_core.config import AR_SLUG, BLOCK_SIZE, SLUG_FIELDS, DecodeConfig, parse_bool
+from fastdllm_core.config import (AR_SLUG, BLOCK_SIZE, MODE_FIELDS, ROW_DECODE_COLUMNS, SLUG_FIELDS, DecodeConfig,
+                                  parse_bool)
 
 # every field set to a value other than its default
 VARIED = dict(block_size=16, sub_block_size=4, threshold=0.75, use_sub_block_cache=True, max_new_tokens=99,
-              temperature=0.7, top_p=0.5, seed=11)
+              temperature=0.7, top_p=0.5, seed=11, steps=33, remasking="random", alg="maskgit_plus", alg_temp=0.25,
+              eps=0.01, cache="dual", logits_eos_inf=True, confidence_eos_eot_inf=True)
 
 
 def test_varied_covers_every_field():
@@ -31,6 +33,60 @@ def test_dict_round_trip_covers_every_field():
 def test_slug_round_trip_is_byte_identical(slug):
     c = DecodeConfig.from_slug(slug)
     assert c.slug(DecodeConfig.slug_mode(slug)) == slug
+
+
+@pytest.mark.parametrize("slug", [
+    "llada_g256_s256_b32_lc", "llada_g512_s512_b512_lc_ce", "llada_g256_s128_b8_rand_le", "llada_g64_s64_b64_lc_le_ce",
+    "dream_g256_s256_entropy", "dream_g512_s512_origin", "dream_g16_s8_maskgit_plus_at0.5", "dream_g16_s8_topk_margin",
+    "v1_g256_s8_b32_t0.9_dual", "v1_g256_s8_b32_t0.9_prefix", "v1_g256_s8_b32_t0.9_none", "v1_g256_s256_b32_tnone_prefix",
+    "v1_g64_s2_b32_t1_dual"])
+def test_masked_diffusion_slugs_round_trip(slug):
+    mode = DecodeConfig.slug_mode(slug)
+    assert mode == slug.split("_")[0]
+    c = DecodeConfig.from_slug(slug).validate(mode)
+    assert c.slug(mode) == slug
+    assert DecodeConfig.from_dict(c.point_fields(mode)).slug(mode) == slug  # the DAG's point dict round trip
+    assert DecodeConfig.from_slug(slug + "@64", seed=3).seed == 3
+    row = c.row_fields(mode)
+    assert tuple(row) == ROW_DECODE_COLUMNS and row["gen_length"] == c.max_new_tokens and row["steps"] == c.steps
+
+
+def test_masked_diffusion_point_names_carry_their_fields():
+    c = DecodeConfig.from_slug("llada_g512_s256_b64_rand_le_ce")
+    assert (c.max_new_tokens, c.steps, c.block_size, c.remasking) == (512, 256, 64, "random")
+    assert c.logits_eos_inf and c.confidence_eos_eot_inf
+    d = DecodeConfig.from_slug("dream_g256_s128_topk_margin_at0.3")
+    assert (d.alg, d.alg_temp, d.steps) == ("topk_margin", 0.3, 128)
+    v = DecodeConfig.from_slug("v1_g256_s256_b32_tnone_dual")
+    assert v.threshold is None and v.cache == "dual"
+    assert set(MODE_FIELDS["v1"]) == set(v.point_fields("v1"))
+    with pytest.raises(ValueError, match="fixes the generation length 256"):
+        DecodeConfig.from_slug("dream_g256_s256_entropy", max_new_tokens=128)
+    with pytest.raises(ValueError, match="bad decoding point"):
+        DecodeConfig.from_slug("llada_g256_s256_lc")
+    # ar / bd rows carry gen_length too (steps empty: the bd decoder's steps are adaptive)
+    bd = DecodeConfig(threshold=1.0).row_fields("bd")
+    assert bd["gen_length"] == 256 and bd["steps"] == "" and bd["threshold"] == 1.0 and bd["alg"] == ""
+    assert DecodeConfig().with_mode_defaults("llada").steps == 256
+    assert DecodeConfig(block_size=32).with_mode_defaults("v1").steps == 8
+
+
+@pytest.mark.parametrize("mode,bad,what", [
+    ("llada", dict(steps=3, block_size=32), "steps=3 must be a multiple of the number of blocks 8"),
+    ("llada", dict(steps=256, block_size=48), "block_size=48 must divide"),
+    ("llada", dict(steps=256, remasking="lowest"), "remasking must be one of"),
+    ("llada", dict(steps=None), "steps must be a positive integer, got None"),
+    ("dream", dict(steps=8, alg="greedy"), "alg must be one of"),
+    ("dream", dict(steps=8, alg_temp=-1.0), "alg_temp must be >= 0, got -1.0"),
+    ("dream", dict(steps=8, eps=0.0), "eps must be in"),
+    ("v1", dict(steps=8, cache="triple"), "cache must be one of"),
+    ("v1", dict(steps=8, threshold=None), "threshold=None"),
+    ("v1", dict(steps=8, threshold=1.5), "threshold must be in \\(0, 1\\] or None, got 1.5"),
+    ("turbo", dict(), "unknown decoding mode 'turbo'"),
+])
+def test_masked_diffusion_validation_names_the_bad_value(mode, bad, what):
+    with pytest.raises(ValueError, match=what):
+        DecodeConfig(**bad).validate(mode)
 
 
 def test_slug_round_trip_covers_every_field():
