@@ -21,22 +21,29 @@ def speedup_pair(thr, bd_model: str, ar_model: str, decode: dict | None, batch: 
     return bd / ar, ((rb[0] / ra[1], rb[1] / ra[0]) if rb and ra else None)
 
 
+def _point_decode(m: dict, dec):
+    """The decode filter of one drawn point: its own (a masked-diffusion sampler's), else the figure's speed
+    setting (block diffusion); AR rows take none."""
+    return None if m["mode"] == "ar" else m.get("decode") or dec
+
+
 def _fig1a_points(ax, acc, thr, spec: dict, dec, batch: int, sweep: str) -> None:
-    """Left panel: accuracy against tokens/s of every model (the speed pair in colour, the others grey)."""
+    """Left panel: accuracy against tokens/s of every model at each of its speed points (the speed pair in
+    colour, the others grey; a masked-diffusion model twice: its own sampler and Fast-dLLM v1)."""
     bd_ref, ar_ref = spec.get("bd_reference"), spec["ar_reference"]
     pts = []
     for m in spec["models"]:
-        x = _tps(thr, m["model"], m["mode"], batch, dec, sweep)
-        y, _ = lookup(acc, "value", dec if m["mode"] == "bd" else None, model=m["model"], task=spec["task"],
-                      metric=spec["metric"])
+        d = _point_decode(m, dec)
+        x = _tps(thr, m["model"], m["mode"], batch, d, sweep)
+        y, _ = lookup(acc, "value", d, model=m["model"], task=spec["task"], metric=spec["metric"], mode=m["mode"])
         if x is not None and y is not None:
             pts.append((m, x, y))
     if pts:
         xmid = (min(x for _, x, _ in pts) + max(x for _, x, _ in pts)) / 2
         for m, x, y in pts:
-            pair = m["model"] in (bd_ref, ar_ref)
+            pair = m["model"] in (bd_ref, ar_ref) and m["mode"] in ("ar", "bd")
             ax.scatter([x], [y], s=70 if pair else 30, color=None if pair else "#999999", zorder=3 if pair else 2)
-            iv = _interval(acc, dec if m["mode"] == "bd" else None, dict(spec, model=m["model"]), y)
+            iv = _interval(acc, _point_decode(m, dec), dict(spec, model=m["model"], mode=m["mode"]), y)
             if iv:  # 95% interval of the accuracy
                 ax.errorbar([x], [y], yerr=[[y - iv[0]], [iv[1] - y]], fmt="none", ecolor="#555555", capsize=3)
             right = len(pts) > 1 and x > xmid  # labels of right-hand points go to their left: none leaves the axes
@@ -111,8 +118,8 @@ def batch_scaling(thr, spec: dict) -> list[dict]:
     b0, b1 = batches[0], batches[-1]
     out = []
     for m in spec["models"]:
-        y0 = _tps(thr, m["model"], m["mode"], b0, spec["speed_decode"], sweep)
-        y1 = _tps(thr, m["model"], m["mode"], b1, spec["speed_decode"], sweep)
+        y0 = _tps(thr, m["model"], m["mode"], b0, _point_decode(m, spec["speed_decode"]), sweep)
+        y1 = _tps(thr, m["model"], m["mode"], b1, _point_decode(m, spec["speed_decode"]), sweep)
         if y0 and y1:
             out.append({"label": m["label"], "ratio": y1 / y0, "source": "reproduced", "tokens_per_s": (y0, y1)})
     p1 = _paper("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1")
@@ -133,8 +140,9 @@ def fig1b_throughput_batch(thr, spec: dict, scale: str, png, pdf):
     width = 0.8 / max(1, len(spec["models"]))
     top = 0.0
     for i, m in enumerate(spec["models"]):
-        ys = [_tps(thr, m["model"], m["mode"], b, spec["speed_decode"], sweep) for b in batches]
-        rs = [_tps_range(thr, m["model"], m["mode"], b, spec["speed_decode"], sweep) for b in batches]
+        d = _point_decode(m, spec["speed_decode"])
+        ys = [_tps(thr, m["model"], m["mode"], b, d, sweep) for b in batches]
+        rs = [_tps_range(thr, m["model"], m["mode"], b, d, sweep) for b in batches]
         xs = [j + i * width for j in range(len(batches))]
         ax.bar(xs, [y or 0 for y in ys], width=width, label=m["label"])
         for x, y, r in zip(xs, ys, rs):

@@ -44,7 +44,7 @@ def _of_sweep(thr: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
 
 
 def _tps(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None, sweep: str | None = None):
-    v, _ = lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode == "bd" else None, model=model, mode=mode,
+    v, _ = lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode != "ar" else None, model=model, mode=mode,
                   batch_size=batch)
     return v
 
@@ -53,11 +53,11 @@ def _tps_range(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dic
                sweep: str | None = None):
     """(low, high) tokens/s over the run's timed repeats (``total_tokens`` over ``wall_time_s_max`` / ``_min``),
     or None when the CSV has no per-repeat times."""
-    lo, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_max", decode if mode == "bd" else None, model=model,
+    lo, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_max", decode if mode != "ar" else None, model=model,
                    mode=mode, batch_size=batch)
-    hi, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_min", decode if mode == "bd" else None, model=model,
+    hi, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_min", decode if mode != "ar" else None, model=model,
                    mode=mode, batch_size=batch)
-    n, _ = lookup(_of_sweep(thr, sweep), "total_tokens", decode if mode == "bd" else None, model=model,
+    n, _ = lookup(_of_sweep(thr, sweep), "total_tokens", decode if mode != "ar" else None, model=model,
                   mode=mode, batch_size=batch)
     if not (lo and hi and n):
         return None
@@ -100,8 +100,10 @@ def _finding(figure: str, where_prefix: str):
 def _interval(acc, dec, spec, value):
     """(low, high) of the accuracy's 95% interval from the accuracy CSV's ci_low / ci_high columns (same units as
     ``value``), or None when the CSV has none or they do not bracket the value."""
-    lo, _ = lookup(acc, "ci_low", dec, model=spec["model"], task=spec["task"], metric=spec["metric"])
-    hi, _ = lookup(acc, "ci_high", dec, model=spec["model"], task=spec["task"], metric=spec["metric"])
+    sel = dict(model=spec["model"], task=spec["task"], metric=spec["metric"], **({"mode": spec["mode"]} if "mode" in spec
+                                                                              else {}))
+    lo, _ = lookup(acc, "ci_low", dec, **sel)
+    hi, _ = lookup(acc, "ci_high", dec, **sel)
     if lo is None or hi is None or not (lo - 1e-9 <= value <= hi + 1e-9):
         return None
     return lo, hi

@@ -9,7 +9,8 @@ import pandas as pd
 from fastdllm_core.config import SLUG_FIELDS, TRUE_WORDS
 from fastdllm_core.stats import finite_float
 
-DECODE_KEYS = SLUG_FIELDS  # the decoding columns of a row (DecodeConfig.point_fields)
+DECODE_KEYS = SLUG_FIELDS  # the decoding columns of a bd row (DecodeConfig.point_fields)
+BOOL_KEYS = ("use_sub_block_cache", "logits_eos_inf", "confidence_eos_eot_inf")
 
 
 def load_csv(path) -> pd.DataFrame:
@@ -36,19 +37,23 @@ def _matches(row, decode: dict) -> bool:
         if k not in row or want is None:
             continue
         got = row[k]
-        if k == "use_sub_block_cache":
+        if k in BOOL_KEYS:
             if to_bool(got) != to_bool(want):
                 return False
-        else:
-            g, w = finite_float(got), finite_float(want)
-            if g is None or w is None or abs(g - w) > 1e-9:
+            continue
+        g, w = finite_float(got), finite_float(want)
+        if g is not None and w is not None:
+            if abs(g - w) > 1e-9:
                 return False
+        elif str(got).strip().lower() != str(want).strip().lower():  # words: alg, remasking, cache, "none"
+            return False
     return True
 
 
 def select(df: pd.DataFrame, decode: dict | None = None, **equal) -> pd.DataFrame:
     """Rows whose columns equal ``equal`` (strings compared as strings) and whose decode parameters match
-    ``decode`` (AR rows, ``mode == 'ar'``, ignore the decode filter)."""
+    ``decode`` (numbers as numbers, booleans as booleans, words as words; AR rows, ``mode == 'ar'``, ignore the
+    decode filter)."""
     if df.empty:
         return df
     mask = pd.Series(True, index=df.index)

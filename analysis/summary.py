@@ -151,7 +151,8 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     rows = []
     for m in sp["models"]:
         for b in sp["batches"]:
-            sel = select(thr, None, model=m["source"], sweep=sp["sweep"], batch_size=b) if not thr.empty else thr
+            sel = (select(thr, m.get("decode"), model=m["source"], mode=m["mode"], sweep=sp["sweep"], batch_size=b)
+                   if not thr.empty else thr)
             if sel.empty:
                 continue
             r = sel.iloc[-1]

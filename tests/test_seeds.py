@@ -91,7 +91,7 @@ def test_table_rows_are_seed_means_with_their_interval():
     assert any("Welch-Satterthwaite" in n for n in t.notes)
     # the difference rows: each row against its own baseline, and this one is inside the noise
     diffs = [r for r in t.rows if r[1] == "reproduced difference"]
-    assert [r[0].split(" - ")[1] for r in diffs] == ["AR instruct (tiny; stand-in for Qwen2.5-Instruct)"] * 2
+    assert [r[0].split(" - ")[1] for r in diffs] == ["AR instruct (tiny; stand-in for Qwen2.5-Instruct)"] * 3
     # a missing replicate is named, never silently averaged over fewer seeds
     acc2 = acc[acc["model"] != "bd_pad_cm.seed2"]
     text2 = "\n".join(t2 for t2 in report_specs.build_table("table1_main", cfg, acc2).footnotes)

@@ -202,8 +202,10 @@ def test_paper_scale_compares_like_with_like():
     sw = plan.bench_sweeps(cfg)
     assert {x["model"] for x in sw["subblock"]} == {"fastdllm_v2_1.5b"}  # Figure 6
     assert {x["model"] for x in sw["threshold"]} == {"fastdllm_v2_7b"}
-    # Figures 1b and 5: Fast-dLLM v2 7B against Qwen2.5-7B-Instruct only; Figure 1a's context points at batch 1
-    assert {x["model"] for x in sw["batch"] if x["batch_size"] != 1} == {"fastdllm_v2_7b", "qwen2.5_7b"}
+    # Figures 1a and 1b: every Table 1 model (the baselines) at batch 1 and 4, measured in one sweep; Figure 5:
+    # Fast-dLLM v2 7B against Qwen2.5-7B-Instruct only
+    t1 = {r["model"] for r in cfg["tables"]["table1"]["rows"]}
+    assert {x["model"] for x in sw["batch"] if x["batch_size"] == 4} == t1 == {x["model"] for x in sw["batch"]}
     assert {x["model"] for x in sw["gpu_batch"]} == {"fastdllm_v2_7b", "qwen2.5_7b"}
     # Figure 5: the paper's setting, threshold 0.9 with the sub-block cache on
     assert all(x["decode"]["threshold"] == 0.9 and x["decode"]["use_sub_block_cache"] for x in sw["gpu_batch"])
@@ -289,11 +291,11 @@ def test_every_point_round_trips_through_decode_config(which):
     for p in points:
         slug, limit = p.split("@")[0], plan.point_limit(p)
         mode = DecodeConfig.slug_mode(p)
-        assert plan.point_name(mode, DecodeConfig.from_slug(p).point_fields(), limit) == p
+        assert plan.point_name(mode, DecodeConfig.from_slug(p).point_fields(mode), limit) == p
         assert DecodeConfig.from_slug(p).slug(mode) == slug
     for runs in plan.bench_sweeps(cfg).values():
         for r in runs:
-            assert DecodeConfig.from_dict(r["decode"]).validate().point_fields() == r["decode"]
+            assert DecodeConfig.from_dict(r["decode"]).validate(r["mode"]).point_fields(r["mode"]) == r["decode"]
 
 
 def test_report_rules_are_the_tables_and_figures():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastdllm_core.config import SLUG_FIELDS, DecodeConfig
+from fastdllm_core.config import MDM_MODES, SLUG_FIELDS, DecodeConfig
 from fastdllm_core.configkeys import merge_config
 from fastdllm_core.evaluation.synthetic import TASKS as SYNTH_TASKS
 
@@ -243,6 +243,59 @@ def speed_decode(config: dict) -> dict:
                                                     config["decode"]["use_sub_block_cache"])))
 
 
+# a model's own decoder (models.<m>.mode): AR, the Fast-dLLM v2 block-diffusion decoder, or a masked-diffusion
+# model's own sampler (LLaDA's generate, Dream's diffusion_generate); "v1" (Fast-dLLM v1 on a masked-diffusion
+# model) is a decoding of the latter, measured in the speed comparisons
+MODEL_MODES = ("ar", "bd", "llada", "dream")
+V1_CACHE = "dual"  # Fast-dLLM v1's fastest cache (its DualCache), the "Fast-dLLM-LLaDA" of the paper's Figure 1a
+
+
+def is_mdm(config: dict, name: str) -> bool:
+    """A full-attention masked-diffusion model (LLaDA, Dream, the tiny Dream-style row)."""
+    return config["models"][name]["mode"] in MDM_MODES
+
+
+def model_decode(config: dict, name: str, task: str | None = None) -> dict:
+    """The accuracy setting of model ``name`` (the fields its point name carries): nothing for AR, Table 1's
+    ``decode:`` for block diffusion, and for a masked-diffusion model its own sampler's published setting
+    (``models.<m>.decode``, with ``per_task`` overrides; generation length from ``decode.max_new_tokens`` when
+    the model's block does not set it, steps = one per token unless set)."""
+    mode = config["models"][name]["mode"]
+    if mode == "ar":
+        return {}
+    if mode == "bd":
+        return base_decode(config)
+    d = {k: v for k, v in (config["models"][name].get("decode") or {}).items() if k != "per_task"}
+    d.update(((config["models"][name].get("decode") or {}).get("per_task") or {}).get(task, {}))
+    mnt = config["decode"]["max_new_tokens"]
+    if "max_new_tokens" not in d and isinstance(mnt, int):
+        d["max_new_tokens"] = mnt
+    d.setdefault("block_size", config["decode"]["block_size"])
+    return DecodeConfig.from_dict(d).with_mode_defaults(mode).point_fields(mode)
+
+
+def v1_decode(config: dict, name: str, task: str | None = None) -> dict:
+    """Fast-dLLM v1 on masked-diffusion model ``name`` at the speed setting: its own generation length, the block
+    size of ``decode:``, ``speed_threshold`` and the dual cache (``speed_v1: {cache, block_size}`` override)."""
+    own = model_decode(config, name, task)
+    v1 = config.get("speed_v1") or {}
+    d = DecodeConfig(max_new_tokens=own["max_new_tokens"], threshold=float(config["speed_threshold"]),
+                     block_size=int(v1.get("block_size", config["decode"]["block_size"])),
+                     cache=v1.get("cache", V1_CACHE))
+    return d.with_mode_defaults("v1").point_fields("v1")
+
+
+def speed_points(config: dict, name: str, task: str | None = None) -> list[tuple[str, dict]]:
+    """(mode, decode) of model ``name`` in the speed comparisons (Figures 1a, 1b): AR as it is, block diffusion at
+    the speed setting, a masked-diffusion model with its own sampler and with Fast-dLLM v1."""
+    mode = config["models"][name]["mode"]
+    if mode == "ar":
+        return [("ar", {})]
+    if mode == "bd":
+        return [("bd", speed_decode(config))]
+    return [(mode, model_decode(config, name, task)), ("v1", v1_decode(config, name, task))]
+
+
 def gpu_batch_decode(config: dict) -> dict:
     """Figure 5's setting (the paper: threshold 0.9 with the sub-block cache on)."""
     return dict(speed_decode(config),
@@ -265,10 +318,10 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
     models = config["models"]
     sweep_limit = config["eval"].get("sweep_limit")
 
-    def add(model, task, decode, sweep=False):
+    def add(model, task, decode, sweep=False, mode=None):
         if task is None:
             return
-        p = point_name(models[model]["mode"], decode, sweep_limit if sweep else None)
+        p = point_name(mode or models[model]["mode"], decode, sweep_limit if sweep else None)
         if (model, task, p) not in pts:
             pts.append((model, task, p))
 
@@ -277,11 +330,11 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
     for row in config["tables"]["table1"]["rows"]:  # a row is the mean over the model's seed replicates
         for m in seed_group(config, row["model"]):
             for t in t1_tasks:
-                add(m, t, base)
+                add(m, t, model_decode(config, m, t))
     for row in config["tables"]["table2"]["rows"]:
         for m in seed_group(config, row["model"]):
             for c in config["tables"]["table2"]["columns"]:
-                add(m, col_task(config, c), base)
+                add(m, col_task(config, c), model_decode(config, m, col_task(config, c)))
     for s in config["tables"]["table3"]["sub_blocks"]:
         for c in config["tables"]["table3"]["columns"]:
             add(abl, col_task(config, c), dict(base, sub_block_size=s), sweep=True)
@@ -291,8 +344,10 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
     f = config["figures"]
     for th in f["threshold"]["thresholds"]:
         add(speed_bd, col_task(config, f["threshold"]["column"]), dict(base, threshold=th), sweep=True)
-    for m in fig1a_models(config):  # fig 1a: accuracy at the speed setting
-        add(m, col_task(config, f["threshold"]["column"]), speed_decode(config), sweep=True)
+    fig_task = col_task(config, f["threshold"]["column"])
+    for m in fig1a_models(config):  # fig 1a: accuracy at the speed setting (each of a model's speed points)
+        for mode, dec in speed_points(config, m, fig_task):
+            add(m, fig_task, dec, sweep=True, mode=mode)
     for s in f["subblock"]["sub_blocks"]:
         for cache in f["subblock"]["caches"]:
             add(abl, col_task(config, f["subblock"]["column"]),
@@ -351,12 +406,14 @@ def bench_sweeps(config: dict) -> dict[str, list[dict]]:
     models, f = config["models"], config["figures"]
     abl, speed_bd, speed_ar = role(config, "ablation_bd"), role(config, "speed_bd"), role(config, "speed_ar")
     sp = speed_decode(config)
-    # Figure 1b: the speed pair at every batch size; Figure 1a: every drawn model at batch 1
-    pair = [speed_bd, speed_ar]
-    batch_runs = [(m, b) for m in pair for b in f["batch"]["batches"]]
-    batch_runs += [(m, 1) for m in fig1a_models(config) if (m, 1) not in batch_runs]
+    # Figures 1a and 1b: every drawn model (the speed pair, the other Table 1 rows: the baselines) at each speed
+    # point and every batch size of figures.batch; batch 1 is Figure 1a's
+    task = col_task(config, f["threshold"]["column"])
+    batch_runs = [{"model": m, "mode": mode, "batch_size": b, "decode": dec}
+                  for m in fig1a_models(config) for mode, dec in speed_points(config, m, task)
+                  for b in f["batch"]["batches"]]
     sweeps = {
-        "batch": [{"model": m, "mode": models[m]["mode"], "batch_size": b, "decode": sp} for m, b in batch_runs],
+        "batch": batch_runs,
         "threshold": [{"model": speed_bd, "mode": "bd", "batch_size": f["threshold"]["batch"],
                        "decode": dict(base_decode(config), threshold=t)} for t in f["threshold"]["thresholds"]],
         "subblock": [{"model": abl, "mode": "bd", "batch_size": b,
@@ -367,7 +424,7 @@ def bench_sweeps(config: dict) -> dict[str, list[dict]]:
     if config["gpu"]:
         gd = gpu_batch_decode(config)
         sweeps["gpu_batch"] = (
-            [{"model": speed_ar, "mode": "ar", "batch_size": b, "decode": gd} for b in f["gpu_batch"]["batches"]]
+            [{"model": speed_ar, "mode": "ar", "batch_size": b, "decode": {}} for b in f["gpu_batch"]["batches"]]
             + [{"model": speed_bd, "mode": "bd", "batch_size": b, "decode": gd} for b in f["gpu_batch"]["batches"]])
     return sweeps
 

@@ -130,10 +130,33 @@ def _check_models(config: dict) -> None:
             if m["train"]["recipe"] == "ar_pretrain" and init != "tiny":
                 _fail(f"models.{name}.train.init", "recipe ar_pretrain trains from random init: use init: tiny")
     _check_init_cycles(models)
+    _check_model_decoding(config)
     if any(plan.is_trained(m) for m in models.values()):
         syn = config["data"].get("synthetic", {})
         if not syn.get("enabled") and not config["data"].get("train_files"):
             _fail("data.train_files", "is empty and data.synthetic.enabled is false, but some model is trained")
+
+
+def _check_model_decoding(config: dict) -> None:
+    """A masked-diffusion model's own setting (``models.<m>.decode``, per task) is a valid DecodeConfig of its mode,
+    and so is its Fast-dLLM v1 speed setting; a ``decode:`` block on another model is refused."""
+    from fastdllm_core.config import DecodeConfig
+
+    for name, m in config["models"].items():
+        if "decode" in m and not plan.is_mdm(config, name):
+            _fail(f"models.{name}.decode", f"only masked-diffusion models (mode llada or dream) have their own "
+                                           f"decode block; {name!r} has mode {m['mode']} (see decode:)")
+        if not plan.is_mdm(config, name):
+            continue
+        for task in [None, *((m.get("decode") or {}).get("per_task") or {})]:
+            field = f"models.{name}.decode" + (f".per_task.{task}" if task else "")
+            try:
+                own = plan.model_decode(config, name, task)
+                DecodeConfig.from_dict(own).validate(m["mode"])
+                DecodeConfig.from_dict(plan.v1_decode(config, name, task)).validate("v1")
+            except (KeyError, TypeError, ValueError) as exc:
+                _fail(field, f"{exc} (decode.max_new_tokens: task needs max_new_tokens here)"
+                      if "max_new_tokens" in str(exc) else str(exc))
 
 
 def _check_divides(field: str, sub_blocks, block_size: int) -> None:

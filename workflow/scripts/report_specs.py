@@ -164,8 +164,23 @@ def _col(config, key):
     return c["task"], c["metric"]
 
 
-def _model_spec(config: dict, model: str) -> dict:
-    return {"model": model, "label": label(config, model), "mode": config["models"][model]["mode"]}
+POINT_LABELS = {"llada": "own sampler (LLaDA generate)", "dream": "own sampler (Dream diffusion_generate)"}
+
+
+def speed_point_specs(config: dict, models: list[str]) -> list[dict]:
+    """The points the speed figures draw: each model at each of its speed points (plan.speed_points), labelled;
+    a masked-diffusion model twice (its own sampler, and Fast-dLLM v1 with its cache and threshold)."""
+    task = _col(config, "threshold")[0]
+    out = []
+    for m in models:
+        points = plan.speed_points(config, m, task)
+        for mode, dec in points:
+            text = label(config, m)
+            if len(points) > 1:
+                text += (f" + Fast-dLLM v1 ({dec['cache']} cache, threshold {dec['threshold']:g})" if mode == "v1"
+                         else f", {POINT_LABELS.get(mode, mode)}")
+            out.append({"model": m, "label": text, "mode": mode, "decode": dec if mode not in ("ar", "bd") else None})
+    return out
 
 
 def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
@@ -175,14 +190,14 @@ def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frame
     abl, speed_bd, speed_ar = (plan.role(config, r) for r in ("ablation_bd", "speed_bd", "speed_ar"))
     if name == "fig1a_throughput_vs_accuracy":
         task, metric = _col(config, "threshold")
-        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": [_model_spec(config, m) for m in plan.fig1a_models(config)],
+        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": speed_point_specs(config, plan.fig1a_models(config)),
                                                   "ar_reference": speed_ar, "bd_reference": speed_bd,
                                                   "task": task, "metric": metric,
                                                   "speed_decode": plan.speed_decode(config), "batch": 1,
                                                   "sweep": FIGURE_SWEEPS[name]},
                                        scale, png, pdf)
     elif name == "fig1b_throughput_batch":
-        F.fig1b_throughput_batch(thr, {"models": [_model_spec(config, m) for m in (speed_bd, speed_ar)],
+        F.fig1b_throughput_batch(thr, {"models": speed_point_specs(config, plan.fig1a_models(config)),
                                        "bd_model": speed_bd, "batches": f["batch"]["batches"],
                                        "speed_decode": plan.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                  scale, png, pdf)
@@ -282,8 +297,7 @@ def summary_spec(config: dict) -> dict:
     stand_ins = ", ".join(f"{spec['title']} = {spec['task']}" for spec in summary_columns(config)
                           if not spec.get("comparable"))
     seeds = plan.adaptation_seeds(config)
-    sp_models = [{"source": m, "label": label(config, m), "mode": config["models"][m]["mode"]}
-                 for m in plan.fig1a_models(config)]
+    sp_models = [dict(p, source=p["model"]) for p in speed_point_specs(config, plan.fig1a_models(config))]
     sd = plan.speed_decode(config)
     return {
         "title": f"What the DAG measured (scale: {config['scale']})",
