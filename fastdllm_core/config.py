@@ -78,7 +78,9 @@ def format_threshold(t) -> str:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """The block-diffusion decoder's settings (see :mod:`fastdllm_core.decoding`).
+    """One decoding setting (see :mod:`fastdllm_core.decoding`): the block-diffusion decoder's fields, the
+    masked-diffusion samplers' (``steps`` ... ``confidence_eos_eot_inf``) and the sampling ones; the mode they are
+    for is passed beside it (:meth:`validate`, :meth:`slug`).
 
     Immutable: derive a variant with :func:`dataclasses.replace` (or :meth:`with_block_size`)."""
 

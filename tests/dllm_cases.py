@@ -42,8 +42,9 @@ def _llada(name, standin="llada", lengths=(11,), pseed=1, seed=0, **p):
             "remasking": p.get("remasking", "low_confidence"), "temperature": p.get("temperature", 0.0),
             "logits_eos_inf": p.get("logits_eos_inf", False),
             "confidence_eos_eot_inf": p.get("confidence_eos_eot_inf", False), "seed": seed}
-    return {"name": name, "standin": standin, "official": "llada.generate", "params": p, "prompt_lengths": list(lengths),
-            "prompt_seed": pseed, "seed": seed, "mask_id": MASK[standin], "mode": "llada", "ours": ours}
+    return {"name": name, "standin": standin, "official": "llada.generate", "params": p,
+            "prompt_lengths": list(lengths), "prompt_seed": pseed, "seed": seed, "mask_id": MASK[standin],
+            "mode": "llada", "ours": ours}
 
 
 def _v1_llada(name, fn, cache, lengths=(11,), pseed=2, **p):

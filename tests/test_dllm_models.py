@@ -61,7 +61,7 @@ def test_llada_loads_as_stock_llama_with_its_weights(standins):
     assert lm.family == FAMILIES["llada"] and not lm.family.logit_shift and lm.family.masked_diffusion
     tok = lm.tokenizer
     assert lm.mask_token_id == tok.convert_tokens_to_ids("<|mdm_mask|>") == 5
-    assert set(lm.eos_token_ids) == {tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|eot_id|>")}
+    assert set(lm.eos_token_ids) == {tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|eot_id|>")}
     assert lm.info["family"] == "masked_diffusion" and lm.model.config.is_causal is False
     from safetensors.torch import load_file
 
@@ -74,7 +74,8 @@ def test_llada_loads_as_stock_llama_with_its_weights(standins):
              "blocks.0.k_proj.weight": m.layers[0].self_attn.k_proj.weight,
              "blocks.0.attn_norm.weight": m.layers[0].input_layernorm.weight,
              "blocks.0.ff_norm.weight": m.layers[0].post_attention_layernorm.weight,
-             "ln_f.weight": m.norm.weight, "ff_out.weight": lm.model.lm_head.weight, "wte.weight": m.embed_tokens.weight}
+             "ln_f.weight": m.norm.weight, "ff_out.weight": lm.model.lm_head.weight,
+             "wte.weight": m.embed_tokens.weight}
     for name, param in pairs.items():
         torch.testing.assert_close(param, w["model.transformer." + name].double(), rtol=0, atol=0)
     assert lm.model.config.num_key_value_heads == 2 and lm.model.config.rope_parameters["rope_theta"] == 500000.0
@@ -86,7 +87,7 @@ def test_dream_loads_as_stock_qwen2(standins):
     assert lm.family == FAMILIES["dream"] and lm.family.logit_shift and lm.family.masked_diffusion
     tok = lm.tokenizer
     assert lm.mask_token_id == tok.convert_tokens_to_ids("<|mask|>") == 4
-    assert set(lm.eos_token_ids) == {tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")}
+    assert set(lm.eos_token_ids) == {tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_end|>")}
     assert "<|im_start|>assistant" in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
                                                               add_generation_prompt=True)
 
@@ -132,14 +133,10 @@ def test_llada_qkv_bias_maps_onto_qwen2_and_scales_fold(tmp_path):
     torch.testing.assert_close(scaled.model.lm_head.weight, plain.model.lm_head.weight / d ** 0.5)
 
 
-def test_dream_sliding_window_and_llada_moe_are_refused():
+def test_dream_sliding_window_and_llada_moe_are_refused(tmp_path):
     with pytest.raises(UnsupportedCheckpoint, match="use_sliding_window"):
         dream.hf_config(dream.standin_config(use_sliding_window=True))
-    from fastdllm_core.model import load_config
-
-    with pytest.raises(UnsupportedCheckpoint, match="Qwen3MoeForCausalLM"):
-        from fastdllm_core.modeling import llada_moe
-
-        llada_moe.hf_config({"model_type": "lladamoe"})
     assert release_of({"model_type": "lladamoe", "architectures": ["LLaDAMoEModelLM"]}) == "llada_moe"
-    assert callable(load_config)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "lladamoe", "architectures": ["LLaDAMoEModelLM"]}))
+    with pytest.raises(UnsupportedCheckpoint, match="Qwen3MoeForCausalLM"):
+        load_model(str(tmp_path))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..config import DecodeConfig
+from ..config import MDM_MODES, DecodeConfig
 
 AR_BASELINES = ("hf", "hf_static")
 
@@ -35,6 +35,9 @@ class SweepConfig:
     nvml_hz: float = 20.0
     seed: int = 0
     truncate_prompts: bool = False  # a prompt + max_new_tokens beyond the context: cut from the left (else refused)
+    # masked-diffusion settings (point names, e.g. llada_g64_s64_b32_lc, v1_g64_s2_b32_t0.9_dual): one row each
+    # per batch size; their generation length is the point's
+    points: tuple = ()
 
     def validate(self, block_size: int) -> "SweepConfig":
         def ints(name, vals, lo=1):
@@ -46,9 +49,14 @@ class SweepConfig:
 
         for m in self.modes:
             if m not in ("ar", "bd"):
-                raise ValueError(f"unknown mode {m!r} (expected 'ar' or 'bd')")
-        if not self.modes:
-            raise ValueError("modes is empty")
+                raise ValueError(f"unknown mode {m!r} (expected 'ar' or 'bd'; masked-diffusion samplers go in points)")
+        if not self.modes and not self.points:
+            raise ValueError("modes is empty (and no masked-diffusion points)")
+        for p in self.points:
+            mode = DecodeConfig.slug_mode(p)
+            if mode not in MDM_MODES:
+                raise ValueError(f"point {p!r} is not a masked-diffusion setting ({', '.join(MDM_MODES)})")
+            DecodeConfig.from_slug(p).validate(mode)
         for b in self.ar_baselines:
             if b not in AR_BASELINES:
                 raise ValueError(f"unknown AR baseline {b!r} (expected one of {AR_BASELINES})")
@@ -87,7 +95,8 @@ class SweepConfig:
 
 
 def plan_runs(cfg: SweepConfig) -> list[dict]:
-    """The rows of a sweep, in order: per batch size, the AR baselines, then every diffusion configuration."""
+    """The rows of a sweep, in order: per batch size, the AR baselines, every block-diffusion configuration, then the
+    masked-diffusion points."""
     plan = []
     accept = [("forced_k", k) for k in cfg.forced_k] or [("real", None)]
     for b in cfg.batch_sizes:
@@ -97,4 +106,7 @@ def plan_runs(cfg: SweepConfig) -> list[dict]:
             for (t, s, c), (acc, k) in itertools.product(cfg.bd_configs(), accept):
                 plan.append(dict(mode="bd", baseline="bd", batch_size=b, threshold=t, sub_block_size=s,
                                  use_sub_block_cache=c, acceptance=acc, forced_k=k))
+        for p in cfg.points:
+            plan.append(dict(mode=DecodeConfig.slug_mode(p), baseline=DecodeConfig.slug_mode(p), batch_size=b,
+                             point=p, acceptance="real"))
     return plan

@@ -89,6 +89,11 @@ def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
     warn_if_busy(row, f"{item['mode']} batch {item['batch_size']}")
     if item["mode"] == "bd" and item["acceptance"] == "forced_k":
         row["tokens_per_forward_expected"] = _expected_tokens_per_forward(runner, item, prompts)
+    if item.get("point"):  # masked diffusion: the setting's decoding columns (gen_length, steps, alg, cache ...)
+        from ..config import DecodeConfig
+
+        dc = DecodeConfig.from_slug(item["point"])
+        row.update(dc.row_fields(item["mode"]), max_new_tokens=dc.max_new_tokens)
     row.update(_profile_fields(runner, item, prompts))
     runner.remember(item, outs[0].sequences)
     if item["mode"] == "bd" and item["use_sub_block_cache"]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from ..config import BLOCK_SIZE
+from ..modeling import FAMILIES, Family
 
 # Real Qwen2.5(-Instruct) dimensions (from the published config.json files); random weights only.
 QWEN_COMMON = dict(rope_theta=1_000_000.0, max_position_embeddings=32768, rms_norm_eps=1e-6, hidden_act="silu",
@@ -34,6 +35,11 @@ class BenchModel:
     label: str
     weights: str  # "random" or "checkpoint"
     info: dict = field(default_factory=dict)
+    family: Family = FAMILIES["qwen2"]  # what load_model found (masked-diffusion points need a LLaDA / Dream one)
+
+    @property
+    def eos_token_ids(self) -> list[int]:  # the name LoadedModel uses (mdm_generate takes either)
+        return self.stop_token_ids
 
     @property
     def device(self) -> torch.device:
@@ -80,7 +86,7 @@ def load_bench_model(source: str, *, device: str = "cpu", dtype: str = "auto", a
 
         lm = load_model(source, device=device, dtype=dtype, attn_implementation=attn, block_size=block_size)
         bm = BenchModel(lm.model, lm.tokenizer, lm.mask_token_id, lm.eos_token_ids, lm.block_size, source,
-                        Path(source.rstrip("/")).name or source, "checkpoint", dict(lm.info))
+                        Path(source.rstrip("/")).name or source, "checkpoint", dict(lm.info), lm.family)
     if label:
         bm.label = label
     return bm

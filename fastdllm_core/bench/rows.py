@@ -12,7 +12,8 @@ from .models import BenchModel
 COLUMNS = [
     "model", "model_label", "weights", "n_params", "dtype", "attn_implementation", "device",
     "mode", "baseline", "batch_size", "threshold", "sub_block_size", "block_size", "use_sub_block_cache",
-    "acceptance", "forced_k", "prompt_set", "n_prompts", "prompt_len_mean", "max_new_tokens", "ignore_eos",
+    "point", "gen_length", "steps", "remasking", "alg", "alg_temp", "cache", "logits_eos_inf",
+    "confidence_eos_eot_inf", "acceptance", "forced_k", "prompt_set", "n_prompts", "prompt_len_mean", "max_new_tokens", "ignore_eos",
     "warmup", "repeats", "total_tokens", "wall_time_s", "wall_time_s_min", "wall_time_s_max", "tokens_per_s",
     "nfe", "tokens_per_forward", "tokens_per_forward_expected", "latency_mean_s", "latency_p50_s",
     "steps_per_block_mean", "host_syncs", "host_syncs_per_step", "forward_time_s", "profile_wall_time_s",
@@ -44,7 +45,7 @@ def add_speedups(rows: list[dict]) -> None:
         if r["mode"] == "ar":
             ar[(r["batch_size"], r["prompt_set"], r["max_new_tokens"], r["baseline"])] = r["tokens_per_s"]
     for r in rows:
-        if r["mode"] != "bd":
+        if r["mode"] == "ar":
             continue
         base = {bl: ar.get((r["batch_size"], r["prompt_set"], r["max_new_tokens"], bl)) for bl in AR_BASELINES}
         for bl, v in base.items():

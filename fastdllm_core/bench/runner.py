@@ -1,8 +1,8 @@
 """Running one planned run of a sweep on its prompts, in consecutive batches."""
 from __future__ import annotations
 
-from ..config import DecodeConfig
-from ..decoding import GenerationOutput, GenerationStats, ar_generate, bd_generate
+from ..config import MDM_MODES, DecodeConfig
+from ..decoding import GenerationOutput, GenerationStats, ar_generate, bd_generate, mdm_generate
 from .grid import SweepConfig
 from .hooks import ForcedAcceptance, ForwardTimer
 from .models import BenchModel
@@ -26,6 +26,9 @@ class Runner:
 
     def _run_batch(self, item: dict, prompts: list[list[int]], profile: bool = False):
         bm, cfg = self.bm, self.cfg
+        if item["mode"] in MDM_MODES:
+            dc = DecodeConfig.from_slug(item["point"], seed=cfg.seed)
+            return mdm_generate(bm, prompts, item["mode"], dc, stop_token_ids=self.stops, profile=profile)
         if item["mode"] == "ar":
             if profile:
                 with ForwardTimer(bm.model) as ft:
@@ -44,7 +47,7 @@ class Runner:
         return bd_generate(bm.model, prompts, **kw)
 
     def profile_supported(self, item) -> bool:
-        if item["mode"] == "bd":
+        if item["mode"] == "bd" or item["mode"] in MDM_MODES:
             return True
         compiled = item["baseline"] == "hf_static" and (
             self.cfg.compile if self.cfg.compile is not None else self.bm.device.type == "cuda")

@@ -2,6 +2,10 @@
 
 ``fastdllm bench --model M --out results.csv [grid options]`` (or :func:`run_sweep` from Python) writes one tidy
 CSV row per configuration (mode, AR baseline, batch size, threshold, sub-block size, sub-block cache, acceptance).
+On LLaDA / Dream checkpoints the masked-diffusion samplers are measured by point name (``--points``, e.g.
+``llada_g256_s256_b32_lc v1_g256_s8_b32_t0.9_dual``): one row per point and batch size, with the setting's
+``gen_length``, ``steps``, ``remasking`` / ``alg``, ``cache``; the same timing, counting and speed-ups (against an
+AR row of the same generation length, when there is one).
 
 How each row is measured
 ------------------------
@@ -46,7 +50,8 @@ from pathlib import Path
 
 import torch
 
-from ..decoding import fit_context, model_context
+from ..config import DecodeConfig
+from ..decoding import check_family, fit_context, model_context
 from ..prompts import batch_of, synthetic_prompts
 from ..provenance import run_metadata, write_csv_atomic
 from .grid import SweepConfig, plan_runs
@@ -77,13 +82,16 @@ def run_sweep(model, prompts: list[list[int]] | None = None, *, cfg: SweepConfig
     bm = model if isinstance(model, BenchModel) else load_bench_model(str(model), seed=cfg.seed)
     D = cfg.block_size or bm.block_size
     cfg.validate(D)
+    # masked-diffusion points need a LLaDA / Dream model, ar / bd a causal one: refused before any measurement
+    for mode in list(cfg.modes) + [DecodeConfig.slug_mode(p) for p in cfg.points]:
+        check_family(bm, mode)
     if prompts is None:
         prompts = model_synthetic_prompts(bm, 4, 24, cfg.seed)
         prompt_set = f"synthetic_4x24_seed{cfg.seed}"
     if not prompts:
         raise ValueError("no prompts given")
-    prompts, n_truncated = fit_context(prompts, cfg.max_new_tokens, model_context(bm.model),
-                                       truncate=cfg.truncate_prompts)
+    longest = max([cfg.max_new_tokens] + [DecodeConfig.from_slug(p).max_new_tokens for p in cfg.points])
+    prompts, n_truncated = fit_context(prompts, longest, model_context(bm.model), truncate=cfg.truncate_prompts)
     torch.manual_seed(cfg.seed)
     meta = run_metadata(config=meta_config or {"sweep": asdict(cfg), "model": bm.source, "prompt_set": prompt_set},
                         seed=cfg.seed, device=str(bm.device))
@@ -94,7 +102,8 @@ def run_sweep(model, prompts: list[list[int]] | None = None, *, cfg: SweepConfig
         batch = batch_of(prompts, item["batch_size"])
         row = {**common, "n_prompts": len(batch),
                "prompt_len_mean": sum(len(p) for p in batch) / len(batch), **measure(runner, item, batch), **meta}
-        for k in ("threshold", "sub_block_size", "use_sub_block_cache", "forced_k"):
+        for k in ("threshold", "sub_block_size", "use_sub_block_cache", "forced_k", "point", "gen_length", "steps",
+                  "remasking", "alg", "alg_temp", "cache", "logits_eos_inf", "confidence_eos_eot_inf"):
             row.setdefault(k, "")
         if row.get("forced_k") is None:
             row["forced_k"] = ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import BLOCK_SIZE, SUB_BLOCK_SIZE, DecodeConfig, parse_bool
+from ..config import ALGS, BLOCK_SIZE, CACHES, MDM_MODES, MODES, REMASKING, SUB_BLOCK_SIZE, DecodeConfig, parse_bool
 
 AR_BASELINE_HELP = "AR baseline: hf (dynamic cache) or hf_static (static cache + torch.compile on CUDA)"
 
@@ -34,8 +34,20 @@ def add_model_args(p: argparse.ArgumentParser, model_help: str, *, dtype_help: s
     p.add_argument("--dtype", default="auto", help=dtype_help)
 
 
+def arg_threshold(s: str):
+    """argparse type of a threshold: a number, or ``none`` (v1's step schedule)."""
+    if s.strip().lower() == "none":
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] or 'none', got {s!r}") from None
+
+
 def add_mode_args(p) -> None:
-    p.add_argument("--mode", choices=["bd", "ar"], default="bd", help="bd: block diffusion (default); ar: HF greedy")
+    p.add_argument("--mode", choices=list(MODES), default="bd",
+                   help="bd: block diffusion (default); ar: HF greedy; llada: LLaDA's generate; dream: Dream's "
+                        "diffusion_generate; v1: Fast-dLLM v1 threshold decoding (LLaDA / Dream checkpoints)")
     p.add_argument("--ar-baseline", choices=["hf", "hf_static"], default="hf", help=AR_BASELINE_HELP)
 
 
@@ -56,7 +68,8 @@ def add_decode_args(p, *, task_length: bool = False, sampling: bool = True):
         d.add_argument("--max-new-tokens", type=int, default=256)
     add_block_size_arg(d)
     d.add_argument("--sub-block-size", type=int, default=SUB_BLOCK_SIZE)
-    d.add_argument("--threshold", type=float, default=0.9, help="confidence threshold in (0, 1]")
+    d.add_argument("--threshold", type=arg_threshold, default=0.9,
+                   help="confidence threshold in (0, 1] (v1: or 'none' for the cached step schedule)")
     d.add_argument("--sub-block-cache", "--use-sub-block-cache", dest="sub_block_cache", type=arg_bool, nargs="?",
                    const=True, default=False, metavar="BOOL",
                    help="use the sub-block (DualCache) cache (alone, or followed by true/false, on/off)")
@@ -64,17 +77,36 @@ def add_decode_args(p, *, task_length: bool = False, sampling: bool = True):
         d.add_argument("--temperature", type=float, default=0.0)
         d.add_argument("--top-p", type=float, default=1.0)
         d.add_argument("--seed", type=int, default=None)
+    m = p.add_argument_group("masked-diffusion samplers (--mode llada / dream / v1; --max-new-tokens is gen_length, "
+                             "--block-size the block length)")
+    m.add_argument("--steps", type=int, default=None,
+                   help="diffusion steps over the generation (default: gen_length for llada / dream, one per block "
+                        "for v1)")
+    m.add_argument("--remasking", choices=list(REMASKING), default="low_confidence", help="llada")
+    m.add_argument("--alg", choices=list(ALGS), default="entropy", help="dream")
+    m.add_argument("--alg-temp", type=float, default=0.0, help="dream")
+    m.add_argument("--eps", type=float, default=1e-3, help="dream: the last timestep")
+    m.add_argument("--cache", choices=list(CACHES), default="none", help="v1: no cache, prefix or dual cache")
+    m.add_argument("--logits-eos-inf", action="store_true", help="llada: EOS logit -inf (LLaDA Appendix B.4)")
+    m.add_argument("--confidence-eos-eot-inf", action="store_true", help="llada: no confidence for EOS / EoT")
     return d
 
 
 def decode_config(args, *, max_new_tokens: int | None = None, seed=None) -> DecodeConfig:
-    """The :class:`DecodeConfig` the arguments of :func:`add_decode_args` ask for (validated; the block size
-    :data:`BLOCK_SIZE` until the model's is known: :meth:`DecodeConfig.with_block_size`)."""
-    return DecodeConfig(block_size=args.block_size or BLOCK_SIZE, sub_block_size=args.sub_block_size,
-                        threshold=args.threshold, use_sub_block_cache=args.sub_block_cache,
-                        max_new_tokens=args.max_new_tokens if max_new_tokens is None else max_new_tokens,
+    """The :class:`DecodeConfig` the arguments of :func:`add_decode_args` ask for, validated for ``args.mode``
+    (bd: the block size :data:`BLOCK_SIZE` until the model's is known, :meth:`DecodeConfig.with_block_size`;
+    llada: block length = gen_length unless given, LLaDA's published default; ``steps`` resolved by
+    :meth:`DecodeConfig.with_mode_defaults`)."""
+    mode = getattr(args, "mode", "bd")
+    n_new = args.max_new_tokens if max_new_tokens is None else max_new_tokens
+    block = args.block_size or (n_new if mode == "llada" and isinstance(n_new, int) else BLOCK_SIZE)
+    return DecodeConfig(block_size=block, sub_block_size=args.sub_block_size,
+                        threshold=args.threshold, use_sub_block_cache=args.sub_block_cache, max_new_tokens=n_new,
                         temperature=getattr(args, "temperature", 0.0), top_p=getattr(args, "top_p", 1.0),
-                        seed=getattr(args, "seed", None) if seed is None else seed).validate()
+                        seed=getattr(args, "seed", None) if seed is None else seed, steps=args.steps,
+                        remasking=args.remasking, alg=args.alg, alg_temp=args.alg_temp, eps=args.eps, cache=args.cache,
+                        logits_eos_inf=args.logits_eos_inf, confidence_eos_eot_inf=args.confidence_eos_eot_inf,
+                        ).with_mode_defaults(mode).validate(mode)
 
 
 def add_prompt_file_args(p, prompts_help: str, *, group=None) -> None:

@@ -30,7 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_grid_args(g) -> None:
-    g.add_argument("--modes", nargs="+", default=["ar", "bd"])
+    g.add_argument("--modes", nargs="*", default=["ar", "bd"], help="ar and/or bd (none: only --points)")
+    g.add_argument("--points", nargs="+", default=[],
+                   help="masked-diffusion settings by point name (LLaDA / Dream checkpoints), e.g. "
+                        "llada_g256_s256_b32_lc dream_g256_s256_entropy v1_g256_s8_b32_t0.9_dual")
     g.add_argument("--ar-baselines", nargs="+", default=["hf", "hf_static"])
     g.add_argument("--thresholds", nargs="+", type=float, default=[1.0, 0.95, 0.9, 0.8, 0.7, 0.5])
     g.add_argument("--sub-block-sizes", nargs="+", type=int, default=[2, 4, 8, 16, 32])
@@ -82,7 +85,7 @@ def sweep_config(args):
         base_sub_block_size=args.base_sub_block_size, base_cache=args.base_cache == "on", warmup=args.warmup,
         repeats=args.repeats, profile=args.profile, ignore_eos=args.ignore_eos,
         compile={"auto": None, "on": True, "off": False}[args.compile], nvml_hz=args.nvml_hz, seed=args.seed,
-        truncate_prompts=args.truncate_prompts == "left")
+        truncate_prompts=args.truncate_prompts == "left", points=tuple(args.points))
     return cfg.validate(args.block_size or BLOCK_SIZE)  # re-checked with the model's block size
 
 
@@ -127,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         check_device(args.device)
         bm = load_bench_model(args.model, device=args.device, dtype=args.dtype, attn=args.attn,
                               block_size=args.block_size, label=args.model_label, seed=args.seed)
+        from ..config import DecodeConfig
+        from ..decoding import check_family
+
+        for mode in list(cfg.modes) + [DecodeConfig.slug_mode(p) for p in cfg.points]:
+            check_family(bm, mode)  # e.g. bd on a LLaDA checkpoint: refused before any measurement
         prompts, prompt_set = _prompts(args, bm, texts)
         fit_context(prompts, cfg.max_new_tokens, model_context(bm.model), truncate=cfg.truncate_prompts)
     except (ValueError, FileNotFoundError) as exc:

@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-style", default="paper", choices=PROMPT_STYLES)
     p.add_argument("--model-label", default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mc-num", type=int, default=128,
+                   help="masked-diffusion modes: Monte Carlo samples of the multiple-choice likelihood")
     p.add_argument("--min-time-limit", type=float, default=1.0, help="EvalPlus per-test minimum time limit (s)")
     p.add_argument("--memory-limit-mb", type=int, default=4096, help="EvalPlus memory limit per solution")
     p.add_argument("--parallel", type=int, default=1, help="EvalPlus worker processes")
@@ -43,13 +45,13 @@ def _run(args, decode):
         stack.enter_context(out_dir_lock(args.out_dir, f"fastdllm eval ({args.task})"))
         check_data(args.task, args.data_path, args.out_dir)
         model = load_model(args.model, device=args.device, dtype=args.dtype, block_size=args.block_size)
-        if args.block_size is None:
+        if args.block_size is None and args.mode == "bd":
             decode = decode.with_block_size(model.block_size).validate()
         return run_task(model, args.task, mode=args.mode, decode=decode, batch_size=args.batch_size,
                         limit=args.limit, out_dir=args.out_dir, data_path=args.data_path,
                         prompt_style=args.prompt_style, model_label=args.model_label, seed=args.seed,
                         ar_baseline=args.ar_baseline, truncate_prompts=args.truncate_prompts == "left",
-                        max_new_tokens="task" if args.max_new_tokens == "task" else None,
+                        max_new_tokens="task" if args.max_new_tokens == "task" else None, mc_num=args.mc_num,
                         code_opts={"min_time_limit": args.min_time_limit,
                                    "memory_limit_mb": args.memory_limit_mb, "parallel": args.parallel})
 

@@ -1,4 +1,5 @@
-"""``fastdllm generate``: generate with the block-diffusion decoder (``--mode bd``) or the AR baseline (``--mode ar``).
+"""``fastdllm generate``: generate with the block-diffusion decoder (``--mode bd``), the AR baseline (``--mode ar``) or,
+on LLaDA / Dream checkpoints, a masked-diffusion sampler (``--mode llada | dream | v1``).
 
     fastdllm generate --model DIR|HUB_ID|FILE.gguf --prompt "text" [--mode bd|ar] [decoding options] [--json]
     fastdllm generate --model M --prompts FILE            # one prompt per line, or JSONL (prompt/question/text/messages)
@@ -18,7 +19,8 @@ import argparse
 import json
 import sys
 
-from ..decoding import DecodeConfig, ar_generate, bd_generate, fit_context, model_context
+from ..config import MDM_MODES
+from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
 from .args import (add_decode_args, add_ignore_eos_arg, add_mode_args, add_model_args, add_prompt_file_args,
                    add_truncate_arg, check_device, decode_config)
 
@@ -60,7 +62,8 @@ def _load(args, cfg: DecodeConfig):
         raise ValueError("empty prompt")
     lm = load_model(args.model, device=args.device, dtype=args.dtype, attn_implementation=args.attn,
                     block_size=args.block_size)
-    if args.block_size is None:
+    check_family(lm, args.mode)
+    if args.block_size is None and args.mode == "bd":
         cfg = cfg.with_block_size(lm.block_size).validate()
     prompts = encode_prompts(lm.tokenizer, texts, args.chat)
     prompts, n_truncated = fit_context(prompts, args.max_new_tokens, model_context(lm.model),
@@ -72,6 +75,8 @@ def _generate(args, lm, cfg: DecodeConfig, prompts):
     stops = [] if args.ignore_eos else lm.eos_token_ids
     if args.mode == "bd":
         return bd_generate(lm.model, prompts, mask_token_id=lm.mask_token_id, stop_token_ids=stops, config=cfg)
+    if args.mode in MDM_MODES:  # no EOS stop: the stop ids only end the counted tokens
+        return mdm_generate(lm, prompts, args.mode, cfg, stop_token_ids=stops)
     return ar_generate(lm.model, prompts, stop_token_ids=stops, max_new_tokens=args.max_new_tokens,
                        baseline=args.ar_baseline)
 
@@ -81,7 +86,8 @@ def _print(args, cfg: DecodeConfig, out, texts, prompts, decoded, n_truncated) -
         doc = {
             "model": args.model, "mode": args.mode,
             "baseline": args.ar_baseline if args.mode == "ar" else "bd",
-            "decode_config": cfg.to_dict() if args.mode == "bd" else {"max_new_tokens": args.max_new_tokens},
+            "decode_config": cfg.to_dict() if args.mode != "ar" else {"max_new_tokens": args.max_new_tokens},
+            "point": cfg.slug(args.mode),
             "outputs": [{"prompt": t, "prompt_ids": p, "token_ids": s, "text": d}
                         for t, p, s, d in zip(texts, prompts, out.sequences, decoded)],
             "stats": out.stats.to_dict(), "truncated_prompts": n_truncated,

@@ -13,6 +13,7 @@ samplers have no EOS stop, their work follows ``gen_length``, so every row takes
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -33,16 +34,19 @@ def full_attention_kwargs(model, key_valid: torch.Tensor | None, q_len: int, kv_
     impl = getattr(model.config, "_attn_implementation", None) or "sdpa"
     device = model.device
     if impl == "flex_attention":
+        if key_valid is None:
+            if not cached and getattr(model.config, "is_causal", True) is False:
+                return {"attention_mask": None}
+            return {"attention_mask": _full_block_mask(q_len, kv_len, str(device))}
         from torch.nn.attention.flex_attention import create_block_mask
 
         valid = key_valid
 
         def mask_mod(b, h, q_idx, kv_idx):
-            return valid[b, kv_idx] if valid is not None else kv_idx >= 0
+            return valid[b, kv_idx]
 
-        B = key_valid.shape[0] if key_valid is not None else None
-        return {"attention_mask": create_block_mask(mask_mod, B=B, H=None, Q_LEN=q_len, KV_LEN=kv_len,
-                                                    device=str(device))}
+        return {"attention_mask": create_block_mask(mask_mod, B=key_valid.shape[0], H=None, Q_LEN=q_len,
+                                                    KV_LEN=kv_len, device=str(device))}
     if key_valid is None and not cached and getattr(model.config, "is_causal", True) is False:
         return {"attention_mask": None, "is_causal": False}
     if key_valid is None:
@@ -53,6 +57,14 @@ def full_attention_kwargs(model, key_valid: torch.Tensor | None, q_len: int, kv_
         additive.masked_fill_(~mask, torch.finfo(model.dtype).min)
         return {"attention_mask": additive, "is_causal": False}
     return {"attention_mask": mask, "is_causal": False}
+
+
+@functools.lru_cache(maxsize=32)
+def _full_block_mask(q_len: int, kv_len: int, device: str):
+    """A flex-attention ``BlockMask`` letting every query see every key (built once per shape and device)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(lambda b, h, q, kv: kv >= 0, B=None, H=None, Q_LEN=q_len, KV_LEN=kv_len, device=device)
 
 
 class Batch:

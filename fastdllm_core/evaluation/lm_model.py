@@ -5,11 +5,25 @@ Every decoding option is a ``model_args`` key::
 
     lm_eval --model fast_dllm_v2 --model_args pretrained=PATH,mode=bd,threshold=0.9,sub_block_size=8,...
 
-Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar``), ``block_size``,
-``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``, ``temperature``, ``top_p``,
-``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``, ``ar_baseline`` (``hf`` | ``hf_static``),
-``loglikelihood_method`` (``first_token`` | ``chain``), ``max_length`` (the context length to respect; default
-the model's ``max_position_embeddings``), ``truncate_prompts`` (``false`` | ``left``).
+Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar`` | ``llada`` | ``dream`` |
+``v1``), ``block_size``, ``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``,
+``temperature``, ``top_p``, ``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``,
+``ar_baseline`` (``hf`` | ``hf_static``), ``loglikelihood_method`` (``first_token`` | ``chain``; masked
+diffusion: ``mc``), ``max_length`` (the context length to respect; default the model's
+``max_position_embeddings``), ``truncate_prompts`` (``false`` | ``left``); the masked-diffusion samplers'
+``steps``, ``remasking``, ``alg``, ``alg_temp``, ``eps``, ``cache``, ``logits_eos_inf``,
+``confidence_eos_eot_inf`` (:class:`~fastdllm_core.config.DecodeConfig`) and ``mc_num`` (Monte Carlo samples of
+the likelihood estimate).
+
+Masked-diffusion modes (``llada`` / ``dream`` / ``v1``, for LLaDA and Dream checkpoints): ``generate_until`` runs
+the family's sampler (:func:`~fastdllm_core.decoding.mdm_generate`) at its own generation length
+(``max_new_tokens`` = ``gen_length``; ``task`` lengths are refused: the published settings fix it), counted like
+the other modes.  ``loglikelihood`` is the Monte Carlo estimate of each family's own evaluation:
+LLaDA (ML-GSAI/LLaDA ``get_log_likelihood.py`` / ``eval_llada.py``: ``mc_num`` samples in mini-batches of
+``batch_size``, masked counts spread evenly over 1..len(continuation), loss divided by the masked fraction);
+Dream (DreamLM/Dream ``eval/eval.py`` ``_eval_target_nll_mc``, ``log_type=ftb``: the continuation plus EOS, masked
+with probability ``(1 - eps) t + eps``, first and last positions never masked, logits shifted).  ``is_greedy``
+is False (both official evaluators skip the greedy check by default).
 
 Context: a prompt whose length plus ``max_new_tokens`` (or a loglikelihood request) exceeds the context is
 refused, naming the request and both lengths, unless ``truncate_prompts=left`` (then it is cut from the left and
@@ -46,8 +60,9 @@ from dataclasses import asdict, replace
 import torch
 from tqdm import tqdm
 
-from ..config import BLOCK_SIZE, parse_bool
-from ..decoding import ContextError, DecodeConfig, ar_generate, bd_generate, fit_context, model_context
+from ..config import BLOCK_SIZE, MDM_MODES, MODES, parse_bool
+from ..decoding import (ContextError, DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate,
+                        model_context)
 from ..model import LoadedModel, load_model
 
 log = logging.getLogger(__name__)
@@ -59,7 +74,7 @@ except ImportError as exc:  # pragma: no cover
     raise ImportError("lm-eval is required for fastdllm_core.evaluation (pip install lm-eval)") from exc
 
 MODEL_NAME = "fast_dllm_v2"
-LL_METHODS = ("first_token", "chain")
+LL_METHODS = ("first_token", "chain", "mc")
 TASK_LENGTH = "task"  # max_new_tokens=task: each benchmark's own generation length
 # lm-eval's default generation length when a task's generation_kwargs set none (lm_eval.models.utils.
 # normalize_gen_kwargs / HFLM's max_gen_toks)
@@ -109,8 +124,9 @@ class FastDLLMv2(TemplateLM):
     def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
                  sub_block_size=8, threshold=0.9, use_sub_block_cache=False, max_new_tokens=256, temperature=0.0,
                  top_p=1.0, seed=None, batch_size=8, device="cpu", dtype="auto", attn_implementation=None,
-                 ar_baseline="hf", loglikelihood_method="chain", max_length=None, truncate_prompts=False,
-                 **unknown):
+                 ar_baseline="hf", loglikelihood_method=None, max_length=None, truncate_prompts=False,
+                 steps=None, remasking="low_confidence", alg="entropy", alg_temp=0.0, eps=1e-3, cache="none",
+                 logits_eos_inf=False, confidence_eos_eot_inf=False, mc_num=128, **unknown):
         super().__init__()
         if unknown:
             import difflib
@@ -122,8 +138,10 @@ class FastDLLMv2(TemplateLM):
             close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}{hint} (valid keys: {', '.join(valid)})")
-        if mode not in ("bd", "ar"):
-            raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if loglikelihood_method in (None, "", "none"):
+            loglikelihood_method = "mc" if mode in MDM_MODES else "chain"
         if loglikelihood_method not in LL_METHODS:
             raise ValueError(f"loglikelihood_method must be one of {LL_METHODS}, got {loglikelihood_method!r}")
         if ar_baseline not in ("hf", "hf_static"):
@@ -137,22 +155,40 @@ class FastDLLMv2(TemplateLM):
         self.mode = mode
         self.ar_baseline = ar_baseline
         self.ll_method = loglikelihood_method
+        if (mode in MDM_MODES) != (loglikelihood_method == "mc"):
+            raise ValueError(f"loglikelihood_method={loglikelihood_method!r} does not apply to mode {mode} (mc is the "
+                             "masked-diffusion modes' Monte Carlo estimate; first_token / chain the others')")
+        self.mc_num = int(mc_num)
+        if self.mc_num <= 0:
+            raise ValueError(f"mc_num must be a positive integer, got {mc_num!r}")
         # max_new_tokens=task: each request's own length (lm-eval's default when the task sets none)
         self.task_lengths = str(max_new_tokens).strip().lower() == TASK_LENGTH
+        if self.task_lengths and mode in MDM_MODES:
+            raise ValueError(f"max_new_tokens=task does not apply to mode {mode}: the sampler's generation length is "
+                             "part of its setting (give an integer)")
         # validate the decoding options before loading anything
+        n_new = LM_EVAL_DEFAULT_MAX_GEN_TOKS if self.task_lengths else int(max_new_tokens)
+        if _opt_int(block_size) is None and mode == "llada":
+            block_size = n_new  # LLaDA's published settings: block_length = gen_length unless given
         self.decode = DecodeConfig(
-            block_size=_opt_int(block_size) or BLOCK_SIZE, sub_block_size=int(sub_block_size), threshold=float(threshold),
-            use_sub_block_cache=_as_bool(use_sub_block_cache),
-            max_new_tokens=LM_EVAL_DEFAULT_MAX_GEN_TOKS if self.task_lengths else int(max_new_tokens),
-            temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed)).validate()
+            block_size=_opt_int(block_size) or BLOCK_SIZE, sub_block_size=int(sub_block_size),
+            threshold=None if str(threshold).strip().lower() == "none" else float(threshold),
+            use_sub_block_cache=_as_bool(use_sub_block_cache), max_new_tokens=n_new,
+            temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed), steps=_opt_int(steps),
+            remasking=str(remasking), alg=str(alg), alg_temp=float(alg_temp), eps=float(eps), cache=str(cache),
+            logits_eos_inf=_as_bool(logits_eos_inf), confidence_eos_eot_inf=_as_bool(confidence_eos_eot_inf),
+        ).with_mode_defaults(mode).validate(mode)
         if model is None:
             if not pretrained:
                 raise ValueError("fast_dllm_v2 needs model_args pretrained=<hub id | directory | .gguf file>")
             model = load_model(str(pretrained), device=str(device), dtype=dtype,
                                attn_implementation=attn_implementation, block_size=_opt_int(block_size))
         self.lm = model
-        if _opt_int(block_size) is None:  # the checkpoint's bd_size is the default block size
-            self.decode = self.decode.with_block_size(model.block_size).validate()
+        check_family(model, mode)
+        if _opt_int(block_size) is None and mode == "bd":  # the checkpoint's bd_size is the default block size
+            self.decode = self.decode.with_block_size(model.block_size).validate(mode)
+        self._mc_gen = torch.Generator(device=model.model.device)
+        self._mc_gen.manual_seed(0 if self.decode.seed is None else self.decode.seed)
         self.tokenizer = model.tokenizer
         self._device = model.model.device
         self._max_length = _opt_int(max_length)
@@ -183,6 +219,8 @@ class FastDLLMv2(TemplateLM):
     def model_info(self) -> dict:
         info = {"source": self.lm.source, "mode": self.mode, **asdict(self.decode),
                 "ar_baseline": self.ar_baseline, "loglikelihood_method": self.ll_method}
+        if self.mode in MDM_MODES:
+            info["mc_num"] = self.mc_num
         if self.task_lengths:
             info["max_new_tokens"] = TASK_LENGTH
         return info
@@ -220,7 +258,7 @@ class FastDLLMv2(TemplateLM):
         ``truncate_prompts``, cut from the left.  ``encoded``: the prompts' token ids, when the caller has them."""
         n_new = int(max_new_tokens) if max_new_tokens is not None else self.decode.max_new_tokens
         decode = self.decode if n_new == self.decode.max_new_tokens else replace(self.decode, max_new_tokens=n_new)
-        decode.validate()
+        decode.validate(self.mode)
         self.used_max_new_tokens.add(n_new)
         enc = encoded if encoded is not None else [self.tok_encode(p) for p in prompts]
         for i, e in enumerate(enc):
@@ -238,6 +276,8 @@ class FastDLLMv2(TemplateLM):
             if self.mode == "ar":
                 res = ar_generate(self.lm.model, batch, stop_token_ids=stop, max_new_tokens=decode.max_new_tokens,
                                   baseline=self.ar_baseline, pad_token_id=self.tokenizer.pad_token_id)
+            elif self.mode in MDM_MODES:
+                res = mdm_generate(self.lm, batch, self.mode, decode, stop_token_ids=stop)
             else:
                 res = bd_generate(self.lm.model, batch, mask_token_id=self.lm.mask_token_id, stop_token_ids=stop,
                                   config=decode)
@@ -336,7 +376,12 @@ class FastDLLMv2(TemplateLM):
         res = []
         for (args, _, cont), ctx in zip(tqdm(requests, disable=disable_tqdm,
                                              desc=f"loglikelihood ({self.mode}, {self.ll_method})"), fitted):
-            score, greedy = self._ar_loglik(ctx, cont) if self.mode == "ar" else self._bd_loglik(ctx, cont)
+            if self.mode == "ar":
+                score, greedy = self._ar_loglik(ctx, cont)
+            elif self.mode in MDM_MODES:
+                score, greedy = self._mc_loglik(ctx, cont)
+            else:
+                score, greedy = self._bd_loglik(ctx, cont)
             res.append((score, greedy))
             self.cache_hook.add_partial("loglikelihood", args, (score, greedy))
         return res
@@ -348,15 +393,63 @@ class FastDLLMv2(TemplateLM):
         tgt = torch.tensor(steps, device=lps.device)
         return lps.gather(1, tgt[:, None]).sum().item(), bool((lps.argmax(-1) == tgt).all().item())
 
+    # ------------------------------------------------------------------------------------------ Monte Carlo
+    def _mdm_logits(self, batch: torch.Tensor) -> torch.Tensor:
+        from ..decoding.mdm import full_attention_kwargs
+
+        model = self.lm.model
+        kw = full_attention_kwargs(model, None, batch.shape[1], batch.shape[1], batch.shape[0])
+        logits = model(input_ids=batch, use_cache=False, **kw).logits
+        if self.lm.family.logit_shift:  # Dream: the logit at i-1 predicts token i
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+        return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+    @torch.no_grad()
+    def _mc_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
+        """The family's Monte Carlo estimate of log p(cont | ctx) with :attr:`mc_num` samples (module docstring)."""
+        import torch.nn.functional as F
+
+        dev, g, mask_id = self._device, self._mc_gen, self.lm.mask_token_id
+        dream = self.lm.family.logit_shift
+        if dream:  # Dream's evaluator scores the continuation followed by EOS (never masked)
+            cont = list(cont) + [self.tokenizer.eos_token_id]
+        b = max(1, min(self.batch_size, self.mc_num))
+        seq = torch.tensor([ctx + cont], device=dev).repeat(b, 1)
+        n_ctx, n_cont, L = len(ctx), len(cont), len(ctx) + len(cont)
+        losses = []
+        for _ in range(max(self.mc_num // b, 1)):
+            if dream:  # DreamLM/Dream eval.py _forward_process, log_type ftb
+                u0 = torch.rand(1, device=dev, generator=g, dtype=torch.float32)
+                t = (u0 + torch.arange(b, device=dev).float() / b) % 1
+                p_mask = ((1 - self.decode.eps) * t + self.decode.eps)[:, None].repeat(1, L)
+                is_mask = torch.rand((b, L), device=dev, generator=g) < p_mask
+                is_mask[:, 0] = is_mask[:, -1] = False
+                is_mask[:, :n_ctx] = False
+            else:  # ML-GSAI/LLaDA get_log_likelihood.py forward_process
+                k = torch.randint(1, n_cont + 1, (), device=dev, generator=g)
+                x = torch.round(torch.linspace(float(k), k + (b - 1) * (n_cont / b), steps=b, device=dev)).long()
+                x = ((x - 1) % n_cont) + 1
+                idx = torch.arange(n_cont, device=dev).repeat(b, 1)
+                is_mask = idx < x.unsqueeze(1)
+                for i in range(b):
+                    is_mask[i] = is_mask[i][torch.randperm(n_cont, device=dev, generator=g)]
+                is_mask = torch.cat((torch.zeros(b, n_ctx, dtype=torch.bool, device=dev), is_mask), dim=1)
+                p_mask = (x / n_cont).unsqueeze(1).repeat(1, L)
+            noisy = torch.where(is_mask, mask_id, seq)
+            logits = self._mdm_logits(noisy)
+            loss = F.cross_entropy(logits[is_mask], seq[is_mask], reduction="none") / p_mask[is_mask]
+            losses.append(loss.sum().item() / b)
+        return -sum(losses) / len(losses), False
+
     def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int], name: str | None = None) -> list[int]:
         """The context of request ``i`` such that context + continuation (+ the [MASK]) fits the context length."""
         limit = self.context_length
-        need = len(cont) + (0 if self.mode == "ar" else 1)
+        need = len(cont) + (0 if self.mode == "ar" else 1)  # bd: a trailing [MASK]; masked diffusion: Dream's EOS
         if limit is None or len(ctx) + need <= limit:
             return ctx
         if not self.truncate_prompts or need >= limit:
             raise ContextError(f"{name or f'request {i}'}: context {len(ctx)} tokens + continuation {len(cont)} tokens"
-                               f"{'' if self.mode == 'ar' else ' + 1 [MASK]'} = {len(ctx) + need}, more than the "
+                               f"{'' if self.mode == 'ar' else ' + 1'} = {len(ctx) + need}, more than the "
                                f"model's context of {limit} tokens; shorten it or ask for left truncation "
                                "(truncate_prompts=left)")
         self.n_truncated_prompts += 1

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import SLUG_FIELDS, DecodeConfig
+from ..config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
 from ..stats import wilson_pct
@@ -33,10 +33,10 @@ CODE_TASKS = ("synth_code", "synth_mbpp", "humaneval", "mbpp")
 # make_model does not change it): used for the code tasks when max_new_tokens="task"
 EVALPLUS_MAX_NEW_TOKENS = 768
 ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "ci_low", "ci_high", "status", "note", "mode",
-               "block_size", "sub_block_size", "threshold", "use_sub_block_cache", "max_new_tokens",
+               *ROW_DECODE_COLUMNS, "max_new_tokens",
                "max_new_tokens_source", "prompt_style", "num_fewshot",
                "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
-               "nfe"]
+               "nfe", "loglikelihood_method", "mc_num"]
 
 
 # metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
@@ -55,8 +55,8 @@ def _interval(metric: str, value, n) -> dict:
 def _check_args(task, mode, prompt_style, batch_size, limit):
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
-    if mode not in ("bd", "ar"):
-        raise ValueError(f"mode must be 'bd' or 'ar', got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if prompt_style not in PROMPT_STYLES:
         raise ValueError(f"unknown prompt_style {prompt_style!r}; choose from {', '.join(PROMPT_STYLES)}")
     if prompt_style == "boxed" and task not in ("gsm8k", "synth_arith"):
@@ -252,7 +252,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
              limit: int | None = None, out_dir, data_path=None, prompt_style: str = "paper",
              model_label: str | None = None, seed: int = 0, extra: dict | None = None, device: str = "cpu",
              ar_baseline: str = "hf", code_opts: dict | None = None,
-             max_new_tokens: int | str | None = None, truncate_prompts: bool = False) -> list[dict]:
+             max_new_tokens: int | str | None = None, truncate_prompts: bool = False,
+             mc_num: int = 128) -> list[dict]:
     """Score ``model`` (a source string or a :class:`LoadedModel`) on ``task``; write the result files.
 
     Raises :class:`TaskUnavailable` when the task's data cannot be loaded here (the message names the fix),
@@ -264,18 +265,24 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     overrides it; ``"task"`` = the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's
     default 256; EvalPlus tasks: :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
     column of every row (empty when the task generates nothing, e.g. multiple choice) and
-    ``max_new_tokens_source`` says where it came from.
+    ``max_new_tokens_source`` says where it came from.  Masked-diffusion modes (``llada`` / ``dream`` / ``v1``):
+    the sampler's generation length is the setting's (``task`` is refused); multiple-choice tasks use the Monte
+    Carlo likelihood with ``mc_num`` samples (the ``mc_num`` column).  Every row carries the decoding columns of
+    :meth:`DecodeConfig.row_fields` (``gen_length``, ``steps``, ``remasking``, ``alg``, ``cache`` ...).
     A prompt that does not fit the model's context with ``max_new_tokens`` is refused
     (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
     ``truncated_prompts`` column).
     """
     _check_args(task, mode, prompt_style, batch_size, limit)
-    decode = (decode or DecodeConfig()).validate()
+    decode = (decode or DecodeConfig()).with_mode_defaults(mode).validate(mode)
     task_lengths = str(max_new_tokens).strip().lower() == "task"
+    if task_lengths and mode in MDM_MODES:
+        raise ValueError(f"max_new_tokens='task' does not apply to mode {mode}: its generation length is part of the "
+                         "setting")
     if max_new_tokens is not None and not task_lengths:
         if isinstance(max_new_tokens, bool) or int(max_new_tokens) <= 0:
             raise ValueError(f"max_new_tokens must be a positive integer or 'task', got {max_new_tokens!r}")
-        decode = replace(decode, max_new_tokens=int(max_new_tokens)).validate()
+        decode = replace(decode, max_new_tokens=int(max_new_tokens)).validate(mode)
     code_opts = dict(code_opts or {})
     bad = set(code_opts) - {"min_time_limit", "gt_time_limit_factor", "memory_limit_mb", "parallel"}
     if bad:
@@ -284,11 +291,11 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     with out_dir_lock(out_dir, f"evaluation ({task})"):  # a second concurrent writer of out_dir is refused
         return _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style,
                                 model_label, seed, extra, device, ar_baseline, code_opts, truncate_prompts,
-                                task_lengths)
+                                task_lengths, mc_num)
 
 
 def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style, model_label,
-                     seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths):
+                     seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths, mc_num):
     check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
     from .lm_model import FastDLLMv2
 
@@ -296,7 +303,8 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                                                                     block_size=None)
     lm = FastDLLMv2(model=loaded, mode=mode, **dict(decode.to_dict(), max_new_tokens="task" if task_lengths else
                                                    decode.max_new_tokens),
-                    batch_size=batch_size, ar_baseline=ar_baseline, truncate_prompts=truncate_prompts)
+                    batch_size=batch_size, ar_baseline=ar_baseline, truncate_prompts=truncate_prompts,
+                    **({"mc_num": mc_num} if mode in MDM_MODES else {}))
     t0 = time.perf_counter()
     if task in CODE_TASKS:
         rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
@@ -310,7 +318,8 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
     cfg = {"task": task, "mode": mode, "decode": decode.to_dict(), "batch_size": batch_size, "limit": limit,
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
-           "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {}}
+           "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
+           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if mode in MDM_MODES else None}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
     fewshot = _fewshot(info.get("num_fewshot"))
     notes = []
@@ -322,11 +331,11 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
                r["value"], "n": r["n"], **_interval(r["metric"], r["value"], r["n"]), "status": r.get("status", "ok"),
                "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
-               **(decode.point_fields() if mode == "bd" else dict.fromkeys(SLUG_FIELDS, "")),
+               **decode.row_fields(mode), "gen_length": used_len,
                "max_new_tokens": used_len, "max_new_tokens_source": len_source,
                "prompt_style": prompt_style, "num_fewshot": fewshot,
                "data_source": info["source"], "batch_size": batch_size, **thr, "filter": r.get("filter", ""),
-               "truncated_prompts": lm.n_truncated_prompts,
+               "truncated_prompts": lm.n_truncated_prompts, **_likelihood_fields(lm, task),
                **{k: v for k, v in (extra or {}).items()}, **meta}
         out_rows.append(row)
     cols = ROW_COLUMNS + ["filter", "truncated_prompts"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
@@ -342,6 +351,15 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
         "truncated_prompts": lm.n_truncated_prompts})
     write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
     return out_rows
+
+
+def _likelihood_fields(lm, task) -> dict:
+    """How a multiple-choice task was scored: the likelihood method and (masked diffusion) the Monte Carlo
+    sample count; empty for tasks that generate."""
+    if lm.used_max_new_tokens or task in CODE_TASKS:
+        return {"loglikelihood_method": "", "mc_num": ""}
+    return {"loglikelihood_method": lm.ll_method if lm.mode != "ar" else "causal",
+            "mc_num": lm.mc_num if lm.mode in MDM_MODES else ""}
 
 
 def _lengths_used(lm, task: str, task_lengths: bool):

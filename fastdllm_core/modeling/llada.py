@@ -58,7 +58,8 @@ from .standin import char_tokenizer_with, seeded_tensors, write_checkpoint
 
 MASK_ID = 126336  # <|mdm_mask|> of the released tokenizer
 EOS_ID, EOT_ID = 126081, 126348  # <|endoftext|>, <|eot_id|>
-EOS_TOKENS = ("<|endoftext|>", "<|eot_id|>")  # the instruct models end a turn with <|eot_id|> then pad with <|endoftext|>
+# the instruct models end a turn with <|eot_id|>, then pad with <|endoftext|>
+EOS_TOKENS = ("<|endoftext|>", "<|eot_id|>")
 ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "relu": "relu"}
 
 # released weight names -> stock Llama names (regular expressions, as transformers' ``key_mapping``)
@@ -136,7 +137,8 @@ def hf_config(raw: dict):
         hidden_act=ACTIVATIONS[raw.get("activation_type", "silu")],
         max_position_embeddings=int(raw.get("max_sequence_length", 4096)),
         rms_norm_eps=float(raw.get("rms_norm_eps", 1e-5)), tie_word_embeddings=bool(raw.get("weight_tying", False)),
-        bos_token_id=raw.get("bos_token_id"), eos_token_id=raw.get("eos_token_id"), pad_token_id=raw.get("pad_token_id"),
+        bos_token_id=raw.get("bos_token_id"), eos_token_id=raw.get("eos_token_id"),
+        pad_token_id=raw.get("pad_token_id"),
         attention_dropout=0.0, use_cache=False)
     rope = {"rope_type": "default", "rope_theta": float(raw.get("rope_theta", 10000.0))}
     if raw.get("include_qkv_bias"):

@@ -1,0 +1,146 @@
+"""The masked-diffusion modes end to end on tiny LLaDA / Dream stand-ins: lm-eval generate_until (synth_arith) and
+the Monte Carlo log-likelihood (synth_mc), the rows' decoding columns, the CLIs, and throughput rows."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from fastdllm_core.config import DecodeConfig
+from fastdllm_core.evaluation import run_task, synthetic
+from fastdllm_core.model import load_model
+from fastdllm_core.modeling import dream, llada
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dllm_e2e")
+    dirs = {"llada": llada.write_standin(root / "llada", seed=5), "dream": dream.write_standin(root / "dream", seed=6)}
+    suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=20, n_adapt=0, n_eval=4)
+    return {k: load_model(str(v)) for k, v in dirs.items()}, dirs, suite
+
+
+POINTS = [("llada", "llada_g16_s8_b8_lc"), ("dream", "dream_g16_s8_entropy"), ("llada", "v1_g16_s2_b8_t0.5_dual"),
+          ("dream", "v1_g16_s2_b8_t0.5_prefix")]
+
+
+@pytest.mark.parametrize("family,point", POINTS, ids=[p for _, p in POINTS])
+def test_generate_until_through_lm_eval(setup, tmp_path, family, point):
+    models, _, suite = setup
+    mode = DecodeConfig.slug_mode(point)
+    decode = DecodeConfig.from_slug(point)
+    rows = run_task(models[family], "synth_arith", mode=mode, decode=decode, batch_size=2, limit=2, out_dir=tmp_path,
+                    data_path=suite["synth_arith_test"])
+    for r in rows:
+        assert r["status"] == "ok" and r["n"] == 2 and r["mode"] == mode
+        assert r["gen_length"] == r["max_new_tokens"] == 16 and r["steps"] == decode.steps
+        assert r["nfe"] > 0 and 0 < r["total_tokens"] <= 2 * 16 and r["tokens_per_s"] > 0
+        assert r["loglikelihood_method"] == "" and r["mc_num"] == ""
+    r = rows[0]
+    if mode == "llada":
+        assert r["remasking"] == "low_confidence" and r["alg"] == "" and r["cache"] == ""
+    if mode == "dream":
+        assert r["alg"] == "entropy" and r["remasking"] == "" and r["block_size"] == ""
+    if mode == "v1":
+        assert r["cache"] in ("dual", "prefix") and r["threshold"] == 0.5 and r["block_size"] == 8
+    with open(tmp_path / "accuracy.csv") as fh:
+        assert next(csv.DictReader(fh))["gen_length"] == "16"
+
+
+@pytest.mark.parametrize("family,mode", [("llada", "llada"), ("dream", "dream")])
+def test_multiple_choice_by_monte_carlo_likelihood(setup, tmp_path, family, mode):
+    models, _, suite = setup
+    decode = DecodeConfig(max_new_tokens=8, block_size=8).with_mode_defaults(mode)
+    rows = run_task(models[family], "synth_mc", mode=mode, decode=decode, batch_size=2, limit=3, out_dir=tmp_path,
+                    data_path=suite["synth_mc_test"], mc_num=4)
+    acc = {r["metric"]: r for r in rows}["acc"]
+    assert acc["status"] == "ok" and acc["n"] == 3 and acc["loglikelihood_method"] == "mc" and acc["mc_num"] == 4
+    assert acc["total_tokens"] == "" and acc["gen_length"] == ""
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["mc_num"] == 4
+
+
+def test_llada_one_token_likelihood_is_exact_and_dream_is_seeded(setup):
+    """LLaDA's estimator masks k ~ U{1..len} continuation tokens: for one token (MMLU's letters) a single sample is
+    log p(token | context, [MASK]) exactly, which is why the published MMLU setting uses mc_num=1."""
+    from fastdllm_core.decoding.mdm import full_attention_kwargs
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+
+    models, _, _ = setup
+    lm = FastDLLMv2(model=models["llada"], mode="llada", max_new_tokens=8, mc_num=1, batch_size=1)
+    ctx, cont = [10, 11, 12, 13], [14]
+    score, greedy = lm._mc_loglik(ctx, cont)
+    m = models["llada"]
+    ids = torch.tensor([ctx + [m.mask_token_id]])
+    with torch.no_grad():
+        logits = m.model(input_ids=ids, **full_attention_kwargs(m.model, None, 5, 5)).logits
+    assert score == pytest.approx(torch.log_softmax(logits[0, -1].double(), -1)[14].item(), rel=1e-5)
+    assert greedy is False
+    d1 = FastDLLMv2(model=models["dream"], mode="dream", max_new_tokens=8, mc_num=4, batch_size=2, seed=3)
+    d2 = FastDLLMv2(model=models["dream"], mode="dream", max_new_tokens=8, mc_num=4, batch_size=2, seed=3)
+    a, b = d1._mc_loglik(ctx, [14, 15]), d2._mc_loglik(ctx, [14, 15])
+    assert a == b and a[0] < 0
+
+
+def test_modes_must_suit_the_family(setup):
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+
+    models, _, _ = setup
+    with pytest.raises(ValueError, match="full-attention masked-diffusion"):
+        FastDLLMv2(model=models["llada"], mode="bd")
+    with pytest.raises(ValueError, match="logit shift"):
+        FastDLLMv2(model=models["dream"], mode="llada")
+    with pytest.raises(ValueError, match="max_new_tokens=task does not apply"):
+        FastDLLMv2(model=models["llada"], mode="llada", max_new_tokens="task")
+    with pytest.raises(ValueError, match="steps=3 must be a multiple"):
+        FastDLLMv2(model=models["llada"], mode="v1", max_new_tokens=16, block_size=4, steps=3)
+
+
+def test_cli_generate_and_bench(setup, tmp_path, capsys):
+    from fastdllm_core.cli import main
+
+    _, dirs, _ = setup
+    rc = main(["generate", "--model", str(dirs["llada"]), "--prompt", "1+1=", "--mode", "llada", "--max-new-tokens",
+               "8", "--steps", "4", "--block-size", "4", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["point"] == "llada_g8_s4_b4_lc" and doc["stats"]["nfe"] == 4
+    assert doc["stats"]["gen_length"] == 8 and doc["stats"]["steps"] == 4
+    rc = main(["generate", "--model", str(dirs["dream"]), "--prompt", "hi", "--mode", "bd"])
+    assert rc == 2 and "masked-diffusion" in capsys.readouterr().err
+    out = tmp_path / "bench.csv"
+    rc = main(["bench", "--model", str(dirs["dream"]), "--out", str(out), "--modes", "--points",
+               "dream_g8_s8_maskgit_plus", "v1_g8_s2_b4_t0.9_dual", "--batch-sizes", "1", "2", "--synthetic-prompts",
+               "2", "--prompt-len", "6", "--repeats", "1", "--warmup", "0", "--quiet"])
+    assert rc == 0
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["mode"], r["batch_size"]) for r in rows] == [("dream", "1"), ("v1", "1"), ("dream", "2"), ("v1", "2")]
+    for r in rows:
+        assert r["gen_length"] == r["max_new_tokens"] == "8" and float(r["tokens_per_s"]) > 0 and int(r["nfe"]) > 0
+    assert rows[0]["alg"] == "maskgit_plus" and rows[0]["steps"] == "8" and rows[1]["cache"] == "dual"
+    assert rows[1]["point"] == "v1_g8_s2_b4_t0.9_dual" and rows[1]["threshold"] == "0.9"
+    rc = main(["bench", "--model", str(dirs["llada"]), "--out", str(tmp_path / "x.csv"), "--modes", "bd",
+               "--thresholds", "0.9", "--sub-block-sizes", "8", "--quiet"])
+    assert rc == 2 and "masked-diffusion" in capsys.readouterr().err
+
+
+def test_attention_implementations_give_the_same_tokens(setup):
+    """sdpa, eager and flex attention (left-padded batch, no-cache and dual-cache forwards) decode alike."""
+    from fastdllm_core.decoding import mdm_generate
+
+    _, dirs, _ = setup
+    ps = [[10, 11, 12, 13, 14, 15], [20, 21, 22]]
+    cfgs = {"llada": DecodeConfig(max_new_tokens=8, steps=8, block_size=4),
+            "v1": DecodeConfig(max_new_tokens=8, steps=2, block_size=4, threshold=0.2, cache="dual")}
+    got = {}
+    for attn in ("sdpa", "eager", "flex_attention"):
+        lm = load_model(str(dirs["llada"]), dtype="float32", attn_implementation=attn)
+        got[attn] = {m: mdm_generate(lm, ps, m, c, stop_token_ids=[]).sequences for m, c in cfgs.items()}
+    assert got["eager"] == got["sdpa"] == got["flex_attention"]
