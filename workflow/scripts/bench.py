@@ -10,7 +10,7 @@ with logged(snakemake):  # noqa: F821
     import jobs
     import plan
     from fastdllm_core import bench
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.config import MDM_MODES, DecodeConfig
     from fastdllm_core.provenance import write_csv_atomic
 
     sm = snakemake  # noqa: F821
@@ -42,10 +42,15 @@ with logged(snakemake):  # noqa: F821
         print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {p.prompts_path}")
         for run in runs:
             d = DecodeConfig.from_dict(dict(run["decode"]))
+            # ar / bd: the sweep's own grid; a masked-diffusion sampler (llada, dream, Fast-dLLM v1): its point,
+            # whose generation length is its own
+            mdm = run["mode"] in MDM_MODES
             cfg = bench.SweepConfig(
-                modes=(run["mode"],), ar_baselines=("hf",), thresholds=(float(d.threshold),),
+                modes=() if mdm else (run["mode"],), ar_baselines=("hf",),
+                points=(plan.point_name(run["mode"], run["decode"]),) if mdm else (),
+                thresholds=(float(d.threshold if d.threshold is not None else 1.0),),
                 sub_block_sizes=(int(d.sub_block_size),), sub_block_cache=(bool(d.use_sub_block_cache),),
-                batch_sizes=(int(run["batch_size"]),), block_size=int(d.block_size),
+                batch_sizes=(int(run["batch_size"]),), block_size=None if mdm else int(d.block_size),
                 max_new_tokens=int(bcfg["max_new_tokens"]), grid="cross", warmup=int(bcfg.get("warmup", 1)),
                 repeats=int(bcfg.get("repeats", 1)), profile=False, seed=int(config["seed"]))
             meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}

@@ -15,7 +15,7 @@ with logged(snakemake):  # noqa: F821
 
     import jobs
     import plan
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.config import MDM_MODES, DecodeConfig
     from fastdllm_core.provenance import config_hash, run_metadata, write_csv_atomic, write_json_atomic
 
     sm = snakemake  # noqa: F821
@@ -54,22 +54,27 @@ with logged(snakemake):  # noqa: F821
         loaded = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
         for task, point, key, base_key in todo:
             cache = Path(p.cache_dir) / task
-            decode = DecodeConfig.from_slug(point, **({} if task_len else {"max_new_tokens": int(p.max_new_tokens)}))
-            decode.validate()
-            point_fields = decode.point_fields() if DecodeConfig.slug_mode(point) == "bd" else {}
+            # the point's decoder: the model's own (ar, bd, llada, dream) or Fast-dLLM v1 on a masked-diffusion
+            # model; a masked-diffusion point fixes its own generation length
+            mode = DecodeConfig.slug_mode(point)
+            fixed = task_len or mode in MDM_MODES
+            decode = DecodeConfig.from_slug(point, **({} if fixed else {"max_new_tokens": int(p.max_new_tokens)}))
+            decode = decode.with_mode_defaults(mode).validate(mode)
+            point_fields = decode.row_fields(mode) if mode != "ar" else {}
             # the row's training seed and the model it replicates (tables average a model over its seeds)
             extra = {"model_key": p.model, "scale": config["scale"], "point": point,
                      "model_group": config["models"][p.model].get("seed_of", p.model),
                      "train_seed": plan.train_seed(config, p.model) if "train" in config["models"][p.model] else ""}
             try:
-                rows = run_task(loaded, task, mode=p.mode, decode=decode, batch_size=int(p.batch_size),
+                rows = run_task(loaded, task, mode=mode, decode=decode, batch_size=int(p.batch_size),
                                 limit=plan.point_limit(point) or p.limit, out_dir=cache / point,
                                 data_path=p.data_paths[task], model_label=p.label, seed=int(config["seed"]),
-                                extra=extra, device=device, max_new_tokens="task" if task_len else None)
+                                extra=extra, device=device,
+                                max_new_tokens="task" if task_len and mode not in MDM_MODES else None)
             except TaskUnavailable as exc:
                 print(f"{task} {point}: task unavailable: {exc.reason}")
                 rows = [{"model": p.source, "model_label": p.label, "task": task, "metric": "", "value": "",
-                         "n": 0, "status": "n/a", "note": exc.reason, "mode": p.mode, **point_fields,
+                         "n": 0, "status": "n/a", "note": exc.reason, "mode": mode, **point_fields,
                          "max_new_tokens": "", **extra,
                          **run_metadata({"task": task, "point": point}, seed=config["seed"], device=device)}]
             for r in rows:  # the DAG's model key in `model`; the loaded source kept beside it
