@@ -3,6 +3,7 @@ read back on resume, and the final Hugging Face checkpoint."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 from pathlib import Path
@@ -52,6 +53,10 @@ def save_final(model, tok, cfg, recipe, output_dir: Path, meta: dict) -> None:
     model.config.use_cache = True
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
+    if recipe["objective"] == "dream":  # Dream's release format: loads as full-attention masked diffusion (Qwen2
+        raw = json.loads((tmp / "config.json").read_text())  # weights; its mask_token_id and the logit shift)
+        raw.update(model_type="Dream", architectures=["DreamModel"], use_cache=False)
+        write_json_atomic(tmp / "config.json", raw)
     write_json_atomic(tmp / "fastdllm_train.json", {"config": cfg, "recipe": recipe, "metadata": meta})
     final = output_dir / "final"
     if final.exists():

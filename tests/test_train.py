@@ -204,3 +204,27 @@ def test_mask_init_zero_reaches_the_trained_model(tmp_path, data_file):
         w = weights(tmp_path / mode)
         rows[mode] = w["model.embed_tokens.weight"][3]   # the tiny tokenizer's mask id (see the resume test)
     assert rows["zero"].abs().max() < 1e-4 < rows["keep"].abs().max()
+
+
+def test_dream_recipe_trains_and_saves_in_dreams_release_format(tmp_path, data_file):
+    """The full-attention recipe's loss falls, and its checkpoint is written in Dream's release format, so that it
+    loads as a masked-diffusion model with the logit shift and its own mask token, and decodes with Dream's sampler
+    and with Fast-dLLM v1."""
+    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decoding.masked import mdm_generate
+    from fastdllm_core.model import load_model
+
+    c = cfg(data_file, recipe="dream", max_steps=12, lr=3e-3)
+    c["train"]["save_every"] = 100
+    train(c, tmp_path / "dream", progress=False)
+    losses = [float(r["loss"]) for r in csv.DictReader(open(tmp_path / "dream" / "metrics.csv"))]
+    assert min(losses[-3:]) < losses[0]
+    raw = json.loads((tmp_path / "dream" / "final" / "config.json").read_text())
+    assert raw["model_type"] == "Dream" and raw["architectures"] == ["DreamModel"] and "bd_size" not in raw
+    lm = load_model(str(tmp_path / "dream" / "final"), device="cpu", dtype="float32")
+    assert lm.family.masked_diffusion and lm.family.logit_shift and lm.mask_token_id == raw["mask_token_id"]
+    prompt = [lm.tokenizer.encode("3+4=?")]
+    for mode, d in (("dream", DecodeConfig(max_new_tokens=16, alg="entropy")),
+                    ("v1", DecodeConfig(max_new_tokens=16, block_size=8, threshold=0.9, cache="dual"))):
+        out = mdm_generate(lm, prompt, mode, d)
+        assert out.stats.nfe > 0 and len(out.sequences) == 1
