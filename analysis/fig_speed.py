@@ -39,17 +39,18 @@ def _fig1a_points(ax, acc, thr, spec: dict, dec, batch: int, sweep: str) -> None
         if x is not None and y is not None:
             pts.append((m, x, y))
     if pts:
-        xmid = (min(x for _, x, _ in pts) + max(x for _, x, _ in pts)) / 2
-        for m, x, y in pts:
+        # each point numbered beside its marker and named in the legend: labels never overlap, however close
+        for i, (m, x, y) in enumerate(pts, 1):
             pair = m["model"] in (bd_ref, ar_ref) and m["mode"] in ("ar", "bd")
-            ax.scatter([x], [y], s=70 if pair else 30, color=None if pair else "#999999", zorder=3 if pair else 2)
+            ax.scatter([x], [y], s=70 if pair else 30, color=None if pair else "#999999", zorder=3 if pair else 2,
+                       label=_wrap(f"{i}: {m['label']}", 48))
             iv = _interval(acc, _point_decode(m, dec), dict(spec, model=m["model"], mode=m["mode"]), y)
             if iv:  # 95% interval of the accuracy
                 ax.errorbar([x], [y], yerr=[[y - iv[0]], [iv[1] - y]], fmt="none", ecolor="#555555", capsize=3)
-            right = len(pts) > 1 and x > xmid  # labels of right-hand points go to their left: none leaves the axes
-            ax.annotate(_wrap(m["label"], 26), (x, y), textcoords="offset points", xytext=(-8 if right else 8, 0),
-                        ha="right" if right else "left", va="center", fontsize=8, color="k" if pair else "#666666")
-        ax.margins(x=0.35, y=0.15)  # room for the labels
+            ax.annotate(str(i), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=9,
+                        color="k" if pair else "#666666")
+        ax.margins(x=0.15, y=0.15)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     else:
         _empty(ax, "no throughput/accuracy pair in the results CSVs")
 
@@ -92,7 +93,8 @@ def fig1a_throughput_vs_accuracy(acc, thr, spec: dict, scale: str, png, pdf):
     speed-up is bd_reference over ar_reference, like the paper's Fast-dLLM v2 7B over Qwen2.5-7B-Instruct),
     task, metric, speed_decode, batch, sweep (the throughput sweep the numbers come from, default "batch").
     Models other than the pair are drawn as grey context points."""
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]}, layout="constrained")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8 + 0.25 * len(spec["models"])),
+                                 gridspec_kw={"width_ratios": [3, 2]}, layout="constrained")
     dec, batch, sweep = spec["speed_decode"], spec.get("batch", 1), spec.get("sweep", "batch")
     _fig1a_points(ax, acc, thr, spec, dec, batch, sweep)
     ax.set_xlabel(f"throughput (tokens/s, batch {batch})")
@@ -136,7 +138,7 @@ def fig1b_throughput_batch(thr, spec: dict, scale: str, png, pdf):
     gain from the first to the last batch size, reproduced beside the paper's Fast-dLLM v2 (7B) (a ratio: absolute
     tokens/s of a small CPU model and a 7B model on an A100 do not compare)."""
     batches, sweep = spec.get("batches", [1, 4]), spec.get("sweep", "batch")
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(max(12, 2.4 * (len(spec["models"]) + 1)), 5.6), layout="constrained")
     width = 0.8 / max(1, len(spec["models"]))
     top = 0.0
     for i, m in enumerate(spec["models"]):
@@ -169,7 +171,7 @@ def fig1b_throughput_batch(thr, spec: dict, scale: str, png, pdf):
                 fontsize=8)
     bx.set_xticks(range(len(items)))
     bx.set_xticklabels([("paper (project page)" if it["source"] != "reproduced" else _repro_tick(it["label"], scale))
-                        + "\n" + _wrap(it["label"], 26) for it in items], fontsize=8)
+                        + "\n" + _wrap(it["label"], 20) for it in items], fontsize=7)
     bx.set_xlim(-0.6, max(len(items), 1) - 0.4)
     bx.set_ylim(0, max([it["ratio"] for it in items] + [1.0]) * 1.3)
     bx.axhline(1.0, color="k", lw=0.8, ls="--")

@@ -37,6 +37,8 @@ def _matches(row, decode: dict) -> bool:
         if k not in row or want is None:
             continue
         got = row[k]
+        if got is None or (isinstance(got, float) and math.isnan(got)) or str(got).strip() == "":
+            continue  # an empty cell: the setting does not apply to this measurement (a likelihood task's length)
         if k in BOOL_KEYS:
             if to_bool(got) != to_bool(want):
                 return False

@@ -18,7 +18,7 @@ import pandas as pd
 from fastdllm_core.stats import wilson_pct
 
 from .results_io import lookup, select
-from .tables import seed_mean
+from .tables import group_decode, seed_mean
 
 PROVENANCE, TIMING = "## Provenance", "## Timing"
 NA = "n/a"
@@ -174,7 +174,7 @@ def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.Da
                   timing_lines: list[str] | None = None, fingerprint: str = "") -> str:
     """The page (Markdown).  ``timing_lines``: extra lines for the timing section (the DAG's wall time);
     ``fingerprint``: the source fingerprint of the code that made the results."""
-    cells = {(g["model"], c["id"]): measure(acc, g["members"], c["task"], c["metric"], g["decode"])
+    cells = {(g["model"], c["id"]): measure(acc, g["members"], c["task"], c["metric"], group_decode(g, c["task"]))
              for g in spec["groups"] for c in spec["columns"]}
     lines = [f"# {spec['title']}", "", spec["intro"], ""]
     lines += _accuracy(spec, acc, cells) + [""]

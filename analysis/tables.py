@@ -124,7 +124,8 @@ def comparison_table(*, name: str, title: str, scale: str, paper_table: str, gro
     """Rows in groups of three (reproduced | paper | difference) for each entry of ``groups``.
 
     ``groups``: dicts with ``label`` (shown), ``model`` (results key), ``paper_row`` (row of the paper table or
-    None), ``decode`` (decode filter for block-diffusion rows or None).
+    None), ``decode`` (decode filter for diffusion rows or None; ``decode_by_task`` per task where it differs),
+    ``members`` (seed replicates whose mean the row shows).
     ``columns``: dicts with ``id`` (paper column id), ``title``, and either ``task`` + ``metric`` (+ optional
     ``comparable``: the reproduced task is the paper's benchmark) or ``na`` (why this scale cannot fill it);
     a column with ``average_of`` (list of ids) is the mean of those reproduced cells; with ``paper_columns`` (the
@@ -202,18 +203,24 @@ def _measured_cell(t: Table, c: dict, g: dict, acc: pd.DataFrame, intervals: dic
     """(value, cell text ``value ± half-width``, comparable) of a measured column: one model's measurement with
     its Wilson interval, or for a group with ``members`` (a model's seed replicates) the mean over them with
     :func:`fastdllm_core.stats.seed_interval` (items' and seeds' variance)."""
-    members = g.get("members") or [g["model"]]
+    members, decode = g.get("members") or [g["model"]], group_decode(g, c["task"])
     if len(members) == 1:
         sel = dict(model=members[0], task=c["task"], metric=c["metric"])
-        r, why = lookup(acc, "value", g.get("decode"), **sel)
-        lo, _ = lookup(acc, "ci_low", g.get("decode"), **sel)
-        hi, _ = lookup(acc, "ci_high", g.get("decode"), **sel)
+        r, why = lookup(acc, "value", decode, **sel)
+        lo, _ = lookup(acc, "ci_low", decode, **sel)
+        hi, _ = lookup(acc, "ci_high", decode, **sel)
     else:
-        r, lo, hi, why = seed_mean(acc, members, c["task"], c["metric"], g.get("decode"))
+        r, lo, hi, why = seed_mean(acc, members, c["task"], c["metric"], decode)
     intervals[c["id"]] = (r, lo, hi)
     half = (hi - lo) / 2 if r is not None and lo is not None and hi is not None else None
     text = fmt_pm(r, half) if r is not None else t.na(f"{g['model']} / {c['task']} / {c['metric']}: {why}")
     return r, text, bool(c.get("comparable", False))
+
+
+def group_decode(g: dict, task: str) -> dict | None:
+    """The decoding setting of a group's cells for ``task``: ``decode_by_task[task]`` (a model whose setting differs
+    per task, e.g. a masked-diffusion sampler's generation length), else ``decode``."""
+    return (g.get("decode_by_task") or {}).get(task, g.get("decode"))
 
 
 def seed_mean(acc: pd.DataFrame, members: list[str], task: str, metric: str, decode: dict | None):

@@ -150,13 +150,18 @@ def _check_model_decoding(config: dict) -> None:
             continue
         for task in [None, *((m.get("decode") or {}).get("per_task") or {})]:
             field = f"models.{name}.decode" + (f".per_task.{task}" if task else "")
+            if "max_new_tokens" not in {**(m.get("decode") or {}), **((m.get("decode") or {}).get("per_task") or {})
+                                        .get(task, {})} and not isinstance(config["decode"]["max_new_tokens"], int):
+                _fail(field, "needs max_new_tokens (its generation length): decode.max_new_tokens is "
+                             f"{config['decode']['max_new_tokens']!r}")
             try:
-                own = plan.model_decode(config, name, task)
-                DecodeConfig.from_dict(own).validate(m["mode"])
+                DecodeConfig.from_dict(plan.model_decode(config, name, task)).validate(m["mode"])
+            except (TypeError, ValueError) as exc:
+                _fail(field, str(exc))
+            try:
                 DecodeConfig.from_dict(plan.v1_decode(config, name, task)).validate("v1")
-            except (KeyError, TypeError, ValueError) as exc:
-                _fail(field, f"{exc} (decode.max_new_tokens: task needs max_new_tokens here)"
-                      if "max_new_tokens" in str(exc) else str(exc))
+            except (TypeError, ValueError) as exc:
+                _fail("speed_v1", f"Fast-dLLM v1 on {name}" + (f" ({task})" if task else "") + f": {exc}")
 
 
 def _check_divides(field: str, sub_blocks, block_size: int) -> None:

@@ -66,8 +66,8 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
     notes = [scale_note(config)]
     if name == "table1_main":
         rows = t["table1"]["rows"]
-        groups = [dict(seed_group_spec(config, r["model"], label(config, r["model"])), paper_row=r.get("paper_row"),
-                       decode=base) for r in rows]
+        groups = [dict(seed_group_spec(config, r["model"], label(config, r["model"])), paper_row=r.get("paper_row"))
+                  for r in rows]
         cols = column_specs(config, plan.AVG_COLUMNS, with_avg=True)
         notes.append(f"Decoding: block {base['block_size']}, sub-block {base['sub_block_size']}, threshold "
                      f"{base['threshold']}, sub-block cache {'on' if base['use_sub_block_cache'] else 'off'}; "
@@ -79,7 +79,7 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
     if name == "table2_recipe_ablation":
         suffix, prov = table2_provenance(config)
         groups = [dict(seed_group_spec(config, r["model"], (r.get("label") or label(config, r["model"]))
-                                       + suffix.get(r["model"], "")), paper_row=r.get("paper_row"), decode=base)
+                                       + suffix.get(r["model"], "")), paper_row=r.get("paper_row"))
                   for r in t["table2"]["rows"]]
         cols = column_specs(config, t["table2"]["columns"], with_avg=True)
         notes.append(prov + " Avg. is over the columns shown; the paper's Avg. is over its nine columns, so a "
@@ -120,11 +120,12 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
 
 
 def seed_group_spec(config: dict, model: str, text: str) -> dict:
-    """A table row's group: the model, its seed replicates (``members``) and its label, which says how many seeds
-    the row averages."""
+    """A table row's group: the model, its seed replicates (``members``), its label (which says how many seeds the
+    row averages) and its accuracy setting per task (``plan.model_decode``)."""
     members = plan.seed_group(config, model)
     return {"label": text + (f" (mean of {len(members)} seeds)" if len(members) > 1 else ""), "model": model,
-            "members": members}
+            "members": members, "decode": plan.model_decode(config, model) or None,
+            "decode_by_task": {t: plan.model_decode(config, model, t) or None for t in plan.tasks(config)}}
 
 
 def seed_notes(config: dict, models: list[str]) -> list[str]:
@@ -293,7 +294,7 @@ def summary_spec(config: dict) -> dict:
     t1, t2 = config["tables"]["table1"]["rows"], config["tables"]["table2"]["rows"]
     models = list(dict.fromkeys([r["model"] for r in t1] + [r["model"] for r in t2]))
     base = plan.base_decode(config)
-    groups = [dict(seed_group_spec(config, m, label(config, m)), label=label(config, m), decode=base) for m in models]
+    groups = [dict(seed_group_spec(config, m, label(config, m)), label=label(config, m)) for m in models]
     stand_ins = ", ".join(f"{spec['title']} = {spec['task']}" for spec in summary_columns(config)
                           if not spec.get("comparable"))
     seeds = plan.adaptation_seeds(config)
