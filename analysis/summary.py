@@ -9,7 +9,8 @@ three kinds of sections:
 * the findings (accuracy with intervals, the comparisons and their verdicts, the decoding sweeps, final training
   losses): the same code on the same kernel path gives the same text (:func:`comparable_text`);
 * ``## Provenance``: the commit, versions and machine of the run;
-* ``## Timing``: tokens per second and wall times, which vary from run to run and are never compared.
+* ``## Speed (timing)`` and ``## Training speed (timing)``: tokens per second and wall times, which vary from run to
+  run and are never compared.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from fastdllm_core.stats import wilson_pct
 from .results_io import lookup, select
 from .tables import group_decode, seed_mean
 
-PROVENANCE, TIMING = "## Provenance", "## Timing"
+PROVENANCE, TIMING, TRAINING_SPEED = "## Provenance", "## Speed (timing)", "## Training speed (timing)"
+NOT_COMPARED = (PROVENANCE, TIMING, TRAINING_SPEED)  # vary from run to run: never compared between runs
 NA = "n/a"
 
 
@@ -163,11 +165,13 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     if rows:
         out += [f"Throughput sweep `{sp['sweep']}` ({sp['note']}):", ""]
         out += _table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
+    out += ([""] + extra if extra else [])
     if not train.empty and "tokens_per_s" in train.columns:
         tr = [[str(m), f"{pd.to_numeric(g['tokens_per_s'], errors='coerce').median():.0f}"]
               for m, g in train.groupby("model", sort=False)]
-        out += ["Training throughput (median tokens/s over logged intervals):", ""] + _table(["model", "tokens/s"], tr)
-    return out + ([""] + extra if extra else [])
+        out += ["", TRAINING_SPEED, "", "Median tokens/s over the logged intervals (two adaptations train side by "
+                "side, one thread each):", ""] + _table(["model", "tokens/s"], tr)
+    return out
 
 
 def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.DataFrame,
@@ -192,7 +196,7 @@ def comparable_text(md: str) -> str:
     out, skip = [], False
     for line in md.splitlines():
         if line.startswith("## "):
-            skip = line.strip() in (PROVENANCE, TIMING)
+            skip = line.strip() in NOT_COMPARED
         if not skip:
             out.append(line)
     return "\n".join(out).rstrip() + "\n"

@@ -8,7 +8,7 @@
 
 Writes ``docs/embedded_default_results.md`` (the DAG's ``results/tiny/summary.md`` of that run, with the run's wall
 time added to its timing section) and the block of README.md between the ``results:begin`` / ``results:end``
-markers (the page's accuracy and comparisons sections, verbatim).  The run must be of the committed tree: the page
+markers (the page's accuracy, comparisons and speed sections, verbatim).  The run must be of the committed tree: the page
 records the source fingerprint of the code that ran, and ``tests/test_results_doc.py`` fails when it differs from
 the fingerprint of the code committed beside it.  Commit the two files afterwards; after any change that can
 move a result (the fingerprint says which), run this again.
@@ -31,11 +31,11 @@ from fastdllm_core.provenance import source_fingerprint, write_text_atomic  # no
 DOC = ROOT / "docs" / "embedded_default_results.md"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-README_SECTIONS = ("## Accuracy (Tables 1 and 2)", "## Comparisons")
+README_SECTIONS = ("## Accuracy (Tables 1 and 2)", "## Comparisons", TIMING)
 
 
 def readme_block(page: str) -> str:
-    """What the README shows of a page: its accuracy and comparisons sections, headings one level down."""
+    """What the README shows of a page: its accuracy, comparisons and speed sections, headings one level down."""
     parts = [section(page, h).replace("## ", "### ", 1) for h in README_SECTIONS]
     return "\n".join(p.rstrip() for p in parts) + "\n"
 
@@ -49,7 +49,7 @@ def with_readme_block(readme: str, page: str) -> str:
 
 
 def add_wall_time(page: str, timing: dict) -> str:
-    line = (f"The whole run (`bash scripts/time_embedded_default.sh {timing['cores']}`, a clean clone of commit "
+    line = (f"The whole embedded default (`bash scripts/time_embedded_default.sh {timing['cores']}`, a clean clone of commit "
             f"{timing['git_commit'][:12]}, idle machine): {timing['idle_wall_s']:.0f} s wall on {timing['cores']} "
             f"cores ({timing['cpu']}); a second invocation had nothing to do: "
             f"{'yes' if timing['second_invocation_nothing_to_do'] else 'NO'}.")
