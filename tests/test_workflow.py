@@ -217,6 +217,45 @@ def test_paper_scale_compares_like_with_like():
     assert cfg["decode"]["max_new_tokens"] == "task" and isinstance(default_config()["decode"]["max_new_tokens"], int)
 
 
+def test_paper_scale_has_every_table1_baseline_with_its_own_sampler():
+    """Table 1's other rows are models of the paper config, each at its own evaluation's setting: LLaDA and
+    LLaDA-1.5 with LLaDA's generate (per-task lengths and blocks of LLaDA's EVAL.md), Dream with its
+    diffusion_generate (entropy, one step per token), LLaMA-3.2 and SmolLM2 as AR rows; every row differenced
+    only against a baseline of its own size; Figure 1a/1b measure the masked-diffusion rows with their own
+    sampler and with Fast-dLLM v1."""
+    cfg = paper_config()
+    rows = {r["paper_row"]: r for r in cfg["tables"]["table1"]["rows"]}
+    assert {"LLaMA-3.2", "SmolLM2", "LLaDA", "LLaDA-1.5", "Dream"} <= set(rows)
+    assert "LLaDA-MoE" not in rows  # no stock architecture: the paper's row only (fastdllm_core.modeling)
+    modes = {p: cfg["models"][r["model"]]["mode"] for p, r in rows.items()}
+    assert (modes["LLaDA"], modes["LLaDA-1.5"], modes["Dream"], modes["LLaMA-3.2"], modes["SmolLM2"]) == (
+        "llada", "llada", "dream", "ar", "ar")
+    for p in ("LLaMA-3.2", "SmolLM2", "LLaDA", "LLaDA-1.5", "Dream"):
+        assert cfg["models"][rows[p]["model"]]["citation"]
+    assert rows["Dream"]["baseline"] == "qwen2.5_7b" and "baseline" not in rows["LLaDA"]
+    llada = plan.model_decode(cfg, rows["LLaDA"]["model"], "gsm8k")
+    assert (llada["max_new_tokens"], llada["block_size"], llada["steps"]) == (256, 8, 256)
+    assert plan.model_decode(cfg, rows["LLaDA"]["model"], "humaneval")["logits_eos_inf"] is True
+    assert plan.model_decode(cfg, rows["Dream"]["model"], "humaneval")["max_new_tokens"] == 768
+    pts = {(x["model"], x["mode"]) for x in plan.bench_sweeps(cfg)["batch"]}
+    for p in ("LLaDA", "Dream"):
+        m = rows[p]["model"]
+        assert {(m, modes[p]), (m, "v1")} <= pts
+    plan_checks.check(cfg)
+
+
+def test_a_sampling_field_on_a_masked_diffusion_model_is_refused_not_dropped():
+    cfg = paper_config()
+    bad = copy.deepcopy(cfg)
+    bad["models"]["dream_7b"]["decode"]["temperature"] = 0.1
+    with pytest.raises(plan_checks.ConfigError, match=r"models\.dream_7b\.decode: 'temperature' cannot be set"):
+        plan_checks.check(bad)
+    bad = copy.deepcopy(cfg)
+    bad["models"]["llada_8b"]["decode"]["per_task"]["gsm8k"]["top_p"] = 0.9
+    with pytest.raises(plan_checks.ConfigError, match=r"per_task\.gsm8k: 'top_p' cannot be set"):
+        plan_checks.check(bad)
+
+
 def test_table2_labels_a_released_row_beside_trained_ones():
     import report_specs
 

@@ -140,7 +140,7 @@ def _check_models(config: dict) -> None:
 def _check_model_decoding(config: dict) -> None:
     """A masked-diffusion model's own setting (``models.<m>.decode``, per task) is a valid DecodeConfig of its mode,
     and so is its Fast-dLLM v1 speed setting; a ``decode:`` block on another model is refused."""
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.config import MODE_FIELDS, DecodeConfig
 
     for name, m in config["models"].items():
         if "decode" in m and not plan.is_mdm(config, name):
@@ -150,6 +150,11 @@ def _check_model_decoding(config: dict) -> None:
             continue
         for task in [None, *((m.get("decode") or {}).get("per_task") or {})]:
             field = f"models.{name}.decode" + (f".per_task.{task}" if task else "")
+            own = (m.get("decode") or {}) if task is None else m["decode"]["per_task"][task]
+            extra = sorted(set(own) - set(MODE_FIELDS[m["mode"]]) - {"per_task"})
+            if extra:  # a field no point carries would be dropped silently (sampling: every row is greedy)
+                _fail(field, f"{', '.join(map(repr, extra))} cannot be set here: a {m['mode']} point carries only "
+                             f"{', '.join(MODE_FIELDS[m['mode']])} (every row decodes greedily)")
             if "max_new_tokens" not in {**(m.get("decode") or {}), **((m.get("decode") or {}).get("per_task") or {})
                                         .get(task, {})} and not isinstance(config["decode"]["max_new_tokens"], int):
                 _fail(field, "needs max_new_tokens (its generation length): decode.max_new_tokens is "
