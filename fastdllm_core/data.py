@@ -124,8 +124,9 @@ def encode_example(tokenizer, row: dict, eos_token_id: int | None = None,
         if m["role"] != "assistant":
             continue
         start = len(_template(tokenizer, msgs[:i], True))
-        end = len(_template(tokenizer, msgs[: i + 1], False))
-        if ids[:end] != _template(tokenizer, msgs[: i + 1], False):
+        upto = ids if i == len(msgs) - 1 else _template(tokenizer, msgs[: i + 1], False)  # the last turn: ids
+        end = len(upto)
+        if ids[:end] != upto:
             raise ValueError("the chat template is not prefix-stable; cannot locate assistant tokens")
         seg = ids[start:end]
         if eos in seg:  # label up to and including the end-of-turn token, not the whitespace after it

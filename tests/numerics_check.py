@@ -31,8 +31,12 @@ STORE_DIR = Path(__file__).resolve().parent / "data" / "numerics"
 
 # Relative tolerances by key.  Measured on the 2-core CPU host (tests/test_numerics_training.py): the same run
 # twice in one process gives identical numbers; one process vs two (torchrun, gloo) differs by <= 1.7e-7 in the
-# loss (the 6 decimals metrics.csv keeps) and in the gradient norm.
-REL_TOL = {"loss": 1e-5, "grad_norm": 1e-5, "lr": 1e-9, "loglik": 1e-6}
+# loss (the 6 decimals metrics.csv keeps) and in the gradient norm.  Between CPUs (the values stored on an AMD EPYC,
+# checked on an Intel Xeon with AVX-512, both under the AVX2 pin of fastdllm_core.cpu_numerics) the losses and
+# log-likelihoods agree within these tolerances but the gradient norms, long float32 reductions whose summation
+# order follows the kernels' blocking, differ by up to 8e-5: their tolerance is 5e-4 (a changed batch, mask or
+# objective moves the loss, which keeps 1e-5, and the fingerprints, which are exact).
+REL_TOL = {"loss": 1e-5, "grad_norm": 5e-4, "lr": 1e-9, "loglik": 1e-6}
 # Weights after a few steps: one vs two processes differ by <= 2.5e-5 x ||w|| (the k_proj biases, whose gradient is
 # numerically zero, so AdamW turns rounding noise into steps of the learning rate's size; every other tensor
 # <= 1e-6).  Rounded-weight hashes are therefore not stable between 1 and 2 processes and are not used.
