@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
+from ..decoding.ar import AR_GENERATION, ar_generation_summary
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
 from ..stats import wilson_pct
@@ -36,7 +37,7 @@ ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "ci_low",
                *ROW_DECODE_COLUMNS, "max_new_tokens",
                "max_new_tokens_source", "prompt_style", "num_fewshot",
                "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
-               "nfe", "loglikelihood_method", "mc_num"]
+               "nfe", "loglikelihood_method", "mc_num", "ar_generation"]
 
 
 # metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
@@ -319,7 +320,8 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
-           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if mode in MDM_MODES else None}
+           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if mode in MDM_MODES else None,
+           "ar_generation": dict(AR_GENERATION) if mode == "ar" else None}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
     fewshot = _fewshot(info.get("num_fewshot"))
     notes = []
@@ -336,6 +338,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                "prompt_style": prompt_style, "num_fewshot": fewshot,
                "data_source": info["source"], "batch_size": batch_size, **thr, "filter": r.get("filter", ""),
                "truncated_prompts": lm.n_truncated_prompts, **_likelihood_fields(lm, task),
+               "ar_generation": ar_generation_summary() if mode == "ar" else "",
                **{k: v for k, v in (extra or {}).items()}, **meta}
         out_rows.append(row)
     cols = ROW_COLUMNS + ["filter", "truncated_prompts"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
