@@ -99,16 +99,43 @@ def _metric_name(key: str) -> tuple[str, str] | None:
     return (f"{metric}_{short}" if short else metric), flt
 
 
-def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+# lm-eval's extras that its task definitions import (task utils.py files): the fix a missing module names
+LM_EVAL_EXTRAS = {"minerva_math": "math", "ifeval": "ifeval", "synth_ifeval": "ifeval"}
+
+
+def missing_module_reason(task: str, exc: ImportError) -> str:
+    """The n/a reason of a task whose lm-eval definition needs a module that is not installed, naming the fix."""
+    mod = getattr(exc, "name", None) or str(exc)
+    extra = LM_EVAL_EXTRAS.get(task)
+    fix = f"pip install 'lm-eval[{extra}]'" if extra else f"pip install {mod.split('.')[0]}"
+    return (f"{task}: lm-eval's task needs the module {mod!r}, which is not installed ({type(exc).__name__}: "
+            f"{exc}); fix: {fix}")
+
+
+def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    """Build the task and run ``lm_eval.simple_evaluate``; a missing module (an lm-eval extra such as
+    ``math_verify`` or ``langdetect``) raises :class:`TaskUnavailable` naming the fix, so the caller records
+    the task as n/a and goes on with the others."""
     import lm_eval
 
-    specs, info = __import__("fastdllm_core.evaluation.tasks", fromlist=["x"]).build_lm_eval_tasks(
-        task, data_path, prompt_style)
+    from .tasks import build_lm_eval_tasks
+
     try:
+        specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
         res = lm_eval.simple_evaluate(
             model=lm, tasks=specs, limit=limit, apply_chat_template=True, fewshot_as_multiturn=True,
             log_samples=True, task_manager=info["task_manager"], random_seed=seed, numpy_random_seed=seed,
             torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
+    except ImportError as exc:
+        raise TaskUnavailable(missing_module_reason(task, exc)) from exc
+    return res, info
+
+
+def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    try:
+        res, info = _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+    except TaskUnavailable:
+        raise
     except (ConnectionError, OSError, FileNotFoundError) as exc:
         raise TaskUnavailable(f"{task}: its dataset could not be loaded ({type(exc).__name__}: {exc}); pass "
                               f"data_path= with a local copy") from exc
