@@ -74,7 +74,8 @@ def hub_snapshot(repo_id: str) -> str:
 def model_fingerprint(source: str, inputs) -> dict:
     """What the evaluation cache knows of a model: its files (the job's inputs, or the source when it is a local
     path) or, for a Hub id, the cached snapshot's commit."""
-    paths = list(inputs) or ([source] if Path(source).exists() else [])
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs or [])  # one named input: a string
+    paths = inputs or ([source] if Path(source).exists() else [])
     if paths:
         return {"files": fingerprint_files(paths)}
     return {"hub": source, "snapshot": hub_snapshot(source)}
