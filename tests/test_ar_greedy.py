@@ -60,3 +60,14 @@ def test_pinned_settings_are_recorded():
     s = ar_generation_summary()
     assert "repetition_penalty=1.0" in s and "do_sample=False" in s and "no_repeat_ngram_size=0" in s
     assert AR_GENERATION["repetition_penalty"] == 1.0 and AR_GENERATION["num_beams"] == 1
+
+
+@pytest.mark.parametrize("stop", [[], [EOS]])
+def test_pinned_config_passes_strict_validation(stop):
+    from transformers import CompileConfig
+
+    from fastdllm_core.decoding.ar import pinned_generation_config
+
+    pinned_generation_config(8, stop, 0).validate(strict=True)  # no flag that greedy decoding ignores
+    pinned_generation_config(8, stop, 0, cache_implementation="static", suppress_tokens=[MASK],
+                             compile_config=CompileConfig(fullgraph=False)).validate(strict=True)

@@ -12,10 +12,11 @@ from .stats import GenerationOutput, GenerationStats
 
 # The AR baseline's generation settings, pinned whatever the checkpoint's generation_config.json says (Qwen2.5-Instruct
 # ships repetition_penalty 1.05/1.1, temperature 0.7, top_p 0.8, top_k 20): plain greedy argmax, one beam, no
-# penalty, no n-gram ban, no forced or suppressed tokens beyond the harness's own.  Recorded in every AR result row
-# (ar_generation_summary).
+# penalty, no n-gram ban, no forced or suppressed tokens beyond the harness's own.  The sampling fields hold
+# transformers' own neutral defaults (top_k 50: unused without sampling, and 0 fails GenerationConfig's strict
+# validation); the config passes strict validation.  Recorded in every AR result row (ar_generation_summary).
 AR_GENERATION = {
-    "do_sample": False, "num_beams": 1, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "typical_p": 1.0,
+    "do_sample": False, "num_beams": 1, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0,
     "min_p": None, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
     "length_penalty": 1.0, "min_length": 0, "min_new_tokens": 0, "bad_words_ids": None, "sequence_bias": None,
     "forced_bos_token_id": None, "forced_eos_token_id": None, "begin_suppress_tokens": None,
