@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import paper_values as pv
 from .plotting import (PAPER_STYLE, _empty, _footer, _interval, _of_sweep, _paper, _repro_tick, _size_axis, _tps,
-                       _tps_range, _wrap, plt, save)
+                       _tps_range, _wrap, measured_on, plt, save)
 from .results_io import lookup, select, to_bool
 
 
@@ -84,7 +84,7 @@ def _fig1a_speedups(bx, thr, spec: dict, dec, batch: int, sweep: str, scale: str
     bx.set_ylim(0, max(bars + [1.0]) * 1.2)
     bx.axhline(1.0, color="k", lw=0.8, ls="--")
     bx.set_ylabel(f"speed-up over AR (batch {batch})")
-    bx.set_title("Block diffusion vs AR", fontsize=11)
+    bx.set_title("Block diffusion vs AR\n" + _wrap(measured_on(thr, sweep, [bd_ref, ar_ref]), 50), fontsize=10)
     return sp, p
 
 
@@ -99,7 +99,8 @@ def fig1a_throughput_vs_accuracy(acc, thr, spec: dict, scale: str, png, pdf):
     _fig1a_points(ax, acc, thr, spec, dec, batch, sweep)
     ax.set_xlabel(f"throughput (tokens/s, batch {batch})")
     ax.set_ylabel(f"{spec['task']} {spec['metric']} (%)")
-    ax.set_title(f"Throughput vs accuracy (reproduced, {scale} scale)", fontsize=11)
+    dev = measured_on(thr, sweep, [m["model"] for m in spec["models"]])
+    ax.set_title(f"Throughput vs accuracy (reproduced, {scale} scale)\n" + _wrap(f"speed {dev}", 80), fontsize=10)
     sp, p = _fig1a_speedups(bx, thr, spec, dec, batch, sweep, scale)
     notes = []
     if sp and sp[1]:
@@ -156,7 +157,8 @@ def fig1b_throughput_batch(thr, spec: dict, scale: str, png, pdf):
     ax.set_xticks([j + width * (len(spec["models"]) - 1) / 2 for j in range(len(batches))])
     ax.set_xticklabels([f"batch {b}" for b in batches])
     ax.set_ylabel("tokens/s")
-    ax.set_title(f"Throughput by batch size (reproduced, {scale} scale)", fontsize=11)
+    dev = measured_on(thr, sweep, [m["model"] for m in spec["models"]])
+    ax.set_title(f"Throughput by batch size (reproduced, {scale} scale)\n" + _wrap(dev, 80), fontsize=10)
     if top > 0:
         ax.set_ylim(0, top * 1.35)  # headroom: the legend never covers a bar
         ax.legend(fontsize=8, loc="upper left")

@@ -3,7 +3,7 @@ Figure 6 (sub-block size, sub-block cache on and off: accuracy, throughput)."""
 from __future__ import annotations
 
 from .plotting import (PAPER_STYLE, _empty, _finding, _footer, _interval, _paper, _repro_title, _size_axis,
-                       _threshold_tick, _tps, _tps_range, _wrap, plt, save)
+                       _threshold_tick, _tps, _tps_range, _wrap, measured_on, plt, save)
 from .results_io import lookup, to_bool
 
 
@@ -100,8 +100,8 @@ def fig_threshold_gsm8k(acc, thr, spec: dict, scale: str, png, pdf):
                   range_label="range over timed repeats", empty="no throughput rows for this sweep in the results CSV",
                   floor=0.0)
     tx.set_ylabel("tokens/s")
-    tx.set_title("(b) Throughput on this machine (absolute tokens/s do not compare with the paper's A100)",
-                 fontsize=10)
+    tx.set_title("(b) Throughput, " + _wrap(measured_on(thr, sweep, [spec["model"]]), 70)
+                 + "\n(absolute tokens/s do not compare with the paper's A100)", fontsize=10)
     paper = _threshold_speedup(sx, ths, tps, scale)
     fig.suptitle(f"Figure 4: confidence-threshold sweep\n{_repro_title(spec.get('label', spec['model']), scale)}",
                  fontsize=11)
@@ -174,8 +174,8 @@ def fig_subblock_throughput(thr, spec: dict, scale: str, png, pdf):
         ax.set_xlabel("sub-block size")
         ax.set_ylabel("tokens/s")
         ax.set_title(f"batch size {b}", fontsize=10)
-    fig.suptitle(f"Figure 6b: throughput vs sub-block size\n{_repro_title(spec.get('label', spec['model']), scale)}",
-                 fontsize=11)
+    fig.suptitle(f"Figure 6b: throughput vs sub-block size\n{_repro_title(spec.get('label', spec['model']), scale)}"
+                 f"\n{measured_on(thr, sweep, [spec['model']])}", fontsize=11)
     f = _finding("fig_subblock", "Figure 6(b)")
     notes = [f"Throughput from the '{sweep}' throughput sweep; error bars: range over the timed repeats."]
     _footer(fig, notes + ([_wrap(f"The paper's finding ({f.where}): {f.statement}", 150)] if f else []))

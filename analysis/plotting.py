@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import paper_values as pv  # noqa: E402
-from .results_io import lookup  # noqa: E402
+from .results_io import _of_sweep, lookup, measured_on  # noqa: E402,F401 - re-exported to the figures
 
 PAPER_STYLE = dict(marker="*", s=160, color="#c44e52", zorder=5)
 
@@ -31,16 +31,6 @@ def _empty(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9, transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
-
-
-def _of_sweep(thr: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
-    """The rows of throughput sweep ``sweep`` (the CSV's ``sweep`` column).  The same model and decoding setting
-    can be measured by several sweeps (Figure 1's batch-1 run and Figure 6's sub-block-8 run, say); a figure takes
-    its numbers from its own sweep, whose runs were measured together, never from whichever row comes last.
-    Rows without a sweep name (CSVs written outside the DAG) are kept."""
-    if sweep is None or thr.empty or "sweep" not in thr.columns:
-        return thr
-    return thr[thr["sweep"].isna() | (thr["sweep"].astype(str) == sweep)]
 
 
 def _tps(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None, sweep: str | None = None):

@@ -94,3 +94,28 @@ def lookup(df: pd.DataFrame, value_col: str = "value", decode: dict | None = Non
     if v is None:
         return None, f"no numeric {value_col}"
     return v, ""
+
+
+def _of_sweep(thr: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
+    """The rows of throughput sweep ``sweep`` (the CSV's ``sweep`` column).  The same model and decoding setting
+    can be measured by several sweeps (Figure 1's batch-1 run and Figure 6's sub-block-8 run, say); a figure takes
+    its numbers from its own sweep, whose runs were measured together, never from whichever row comes last.
+    Rows without a sweep name (CSVs written outside the DAG) are kept."""
+    if sweep is None or thr.empty or "sweep" not in thr.columns:
+        return thr
+    return thr[thr["sweep"].isna() | (thr["sweep"].astype(str) == sweep)]
+
+
+def measured_on(rows: pd.DataFrame, sweep: str | None = None, models=None) -> str:
+    """The device(s) the speeds drawn were measured on, from the rows' ``device_name`` and ``device_type``
+    (the figure's sweep and, when given, its models): ``"measured on <name> (<type>)"``, several joined by ``;``;
+    ``"device not recorded"`` when the rows carry no device columns."""
+    rows = _of_sweep(rows, sweep)
+    if models is not None and not rows.empty and "model" in rows.columns:
+        rows = rows[rows["model"].astype(str).isin([str(m) for m in models])]
+    if rows.empty or "device_name" not in rows.columns:
+        return "device not recorded"
+    types = rows["device_type"] if "device_type" in rows.columns else pd.Series([""] * len(rows), index=rows.index)
+    pairs = dict.fromkeys(f"{n} ({t})" if str(t) and str(t) != "nan" else str(n)
+                          for n, t in zip(rows["device_name"].astype(str), types.astype(str)) if n and n != "nan")
+    return "measured on " + "; ".join(pairs) if pairs else "device not recorded"

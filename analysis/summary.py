@@ -18,7 +18,7 @@ import pandas as pd
 
 from fastdllm_core.stats import wilson_pct
 
-from .results_io import lookup, select
+from .results_io import lookup, measured_on, select
 from .tables import group_decode, seed_mean
 
 PROVENANCE, TIMING, TRAINING_SPEED = "## Provenance", "## Speed (timing)", "## Training speed (timing)"
@@ -163,14 +163,15 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
                          f"{float(r['speedup_vs_main_ar']):.2f}x" if str(r.get("speedup_vs_main_ar", "")) not in
                          ("", "nan") else "-"])
     if rows:
-        out += [f"Throughput sweep `{sp['sweep']}` ({sp['note']}):", ""]
+        dev = measured_on(thr, sp["sweep"], [m["source"] for m in sp["models"]])
+        out += [f"Throughput sweep `{sp['sweep']}` ({sp['note']}), {dev}:", ""]
         out += _table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
     out += ([""] + extra if extra else [])
     if not train.empty and "tokens_per_s" in train.columns:
         tr = [[str(m), f"{pd.to_numeric(g['tokens_per_s'], errors='coerce').median():.0f}"]
               for m, g in train.groupby("model", sort=False)]
         out += ["", TRAINING_SPEED, "", "Median tokens/s over the logged intervals (two adaptations train side by "
-                "side, one thread each):", ""] + _table(["model", "tokens/s"], tr)
+                f"side, one thread each), {measured_on(train)}:", ""] + _table(["model", "tokens/s"], tr)
     return out
 
 

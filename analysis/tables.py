@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import paper_values as pv
-from .results_io import lookup
+from .results_io import lookup, measured_on
 
 NA = "n/a"
 
@@ -317,6 +317,7 @@ def training_table(metrics: pd.DataFrame, scale: str) -> Table:
         t.rows.append([str(model), str(last.get("recipe", "")), str(last.get("step", "")),
                        fmt(float(last["loss"]), 4) if "loss" in last else NA,
                        str(last.get("tokens_seen", NA)), fmt(float(last["tokens_per_s"]), 0) if "tokens_per_s" in last else NA])
+    t.notes.append(f"Tokens/s {measured_on(metrics)}.")
     return t
 
 

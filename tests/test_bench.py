@@ -92,6 +92,7 @@ def test_sweep_rows_columns_speedups_and_agreement(tiny, tmp_path):
         assert 0 < r["decoder_overhead_frac"] < 1 and 0 < r["forward_time_s"] < r["profile_wall_time_s"]
         assert r["energy_j"] == NOT_AVAILABLE and r["peak_mem_mib"] == NOT_AVAILABLE  # CPU: nothing invented
         assert r["device_type"] == "cpu" and r["git_commit"]
+        assert ("do_sample=False" in r["ar_generation"]) == (r["mode"] == "ar")  # AR rows: pinned greedy settings
         if r["mode"] == "bd":
             ar = [a for a in rows if a["mode"] == "ar" and a["batch_size"] == r["batch_size"]]
             best = max(ar, key=lambda a: a["tokens_per_s"])

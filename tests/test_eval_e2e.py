@@ -124,6 +124,7 @@ def test_cli_eval_ar_and_errors(setup, tmp_path, capsys):
     assert rc == 0
     rows = _rows(tmp_path / "a/accuracy.csv")
     assert rows and all(r["mode"] == "ar" and r["block_size"] == "" for r in rows)
+    assert all("repetition_penalty=1.0" in r["ar_generation"] for r in rows)  # the pinned greedy settings
     assert main(["eval", "--model", str(root / "ck"), "--task", "bogus", "--out-dir", str(tmp_path / "b")]) == 2
     assert "unknown task 'bogus'" in capsys.readouterr().err
     rc = main(["eval", "--model", str(root / "ck"), "--task", "gsm8k", "--data-path", str(tmp_path / "none.jsonl"),

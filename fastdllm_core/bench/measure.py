@@ -6,6 +6,7 @@ import statistics
 
 import torch
 
+from ..decoding.ar import ar_generation_summary
 from ..hostload import HostLoad, warn_if_busy
 from ..provenance import NOT_AVAILABLE
 from .hooks import forced_acceptance_forwards
@@ -86,6 +87,7 @@ def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
     outs, tele, host, peak_mem = _timed_repeats(runner, item, prompts)
     row = dict(item)
     row.update(_timing_fields(outs, tele, host, peak_mem))
+    row["ar_generation"] = ar_generation_summary() if item["mode"] == "ar" else ""
     warn_if_busy(row, f"{item['mode']} batch {item['batch_size']}")
     if item["mode"] == "bd" and item["acceptance"] == "forced_k":
         row["tokens_per_forward_expected"] = _expected_tokens_per_forward(runner, item, prompts)

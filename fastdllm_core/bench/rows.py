@@ -21,7 +21,7 @@ COLUMNS = [
     "ar_tokens_per_s_hf_static", "speedup_vs_hf", "speedup_vs_hf_static", "speedup_vs_ar", "speedup_baseline",
     "power_avg_w", "power_peak_w", "energy_j", "energy_method", "joules_per_token", "peak_mem_mib",
     "nvml_mem_used_peak_mib", "gpu_util_avg", "sm_clock_avg_mhz", "nvml_samples", "nvml_index",
-    "nvml_device_name", "nvml_driver", "nvml_cuda_driver", "truncated_prompts", "torch_threads", *HOSTLOAD_COLUMNS,
+    "nvml_device_name", "nvml_driver", "nvml_cuda_driver", "truncated_prompts", "torch_threads", "ar_generation", *HOSTLOAD_COLUMNS,
 ] + META_COLUMNS
 
 

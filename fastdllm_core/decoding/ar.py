@@ -10,19 +10,46 @@ from .common import _check_prompts, _sync, fit_context, model_context, trim_at_s
 from .stats import GenerationOutput, GenerationStats
 
 
+# The AR baseline's generation settings, pinned whatever the checkpoint's generation_config.json says (Qwen2.5-Instruct
+# ships repetition_penalty 1.05/1.1, temperature 0.7, top_p 0.8, top_k 20): plain greedy argmax, one beam, no
+# penalty, no n-gram ban, no forced or suppressed tokens beyond the harness's own.  The sampling fields hold
+# transformers' own neutral defaults (top_k 50: unused without sampling, and 0 fails GenerationConfig's strict
+# validation); the config passes strict validation.  Recorded in every AR result row (ar_generation_summary).
+AR_GENERATION = {
+    "do_sample": False, "num_beams": 1, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0,
+    "min_p": None, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
+    "length_penalty": 1.0, "min_length": 0, "min_new_tokens": 0, "bad_words_ids": None, "sequence_bias": None,
+    "forced_bos_token_id": None, "forced_eos_token_id": None, "begin_suppress_tokens": None,
+    "exponential_decay_length_penalty": None, "renormalize_logits": False, "remove_invalid_values": False,
+    "num_return_sequences": 1, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "guidance_scale": None,
+}
+
+
+def ar_generation_summary() -> str:
+    """The pinned AR generation settings as one results-row cell (``key=value;...``, sorted)."""
+    return ";".join(f"{k}={AR_GENERATION[k]}" for k in sorted(AR_GENERATION))
+
+
+def pinned_generation_config(max_new_tokens: int, stop_ids: list[int], pad: int, **extra):
+    """A fresh ``GenerationConfig`` built from :data:`AR_GENERATION` alone (nothing of the model's), with the
+    harness's budget, stop ids (``None`` when there are none: the tokens are counted to the budget) and pad id."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(**AR_GENERATION, max_new_tokens=max_new_tokens, eos_token_id=stop_ids or None,
+                            pad_token_id=pad, **extra)
+
+
 @contextmanager
-def _eos_off(model, on: bool):
-    """Clear the generation config's EOS while ``on``: with no stop ids (timing runs, --ignore-eos) ``generate``
-    would otherwise fall back to the config's EOS and stop early, while the tokens are counted to the budget."""
-    gc = getattr(model, "generation_config", None)
-    old = getattr(gc, "eos_token_id", None)
-    if on and gc is not None:
-        gc.eos_token_id = None
+def _model_config_swapped(model, gc):
+    """``model.generation_config`` replaced by ``gc`` while ``generate`` runs: transformers fills every field a
+    passed config leaves ``None`` from the model's own, so the checkpoint's settings (a repetition penalty, its
+    EOS when there are no stop ids) would otherwise leak into the baseline."""
+    old = getattr(model, "generation_config", None)
+    model.generation_config = gc
     try:
         yield
     finally:
-        if on and gc is not None:
-            gc.eos_token_id = old
+        model.generation_config = old
 
 
 class _RowClock:
@@ -60,22 +87,22 @@ def _generate_kwargs(max_new_tokens: int, stop_ids: list[int], pad: int, clock, 
                      compile: bool | None, suppress_token_ids) -> dict:
     from transformers import StoppingCriteriaList
 
-    gkw = dict(max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None, top_k=None,
-               eos_token_id=stop_ids or None, pad_token_id=pad, stopping_criteria=StoppingCriteriaList([clock]))
+    extra = {}
     if suppress_token_ids:
-        gkw["suppress_tokens"] = [int(t) for t in suppress_token_ids]
+        extra["suppress_tokens"] = [int(t) for t in suppress_token_ids]
     if baseline == "hf_static":
-        gkw["cache_implementation"] = "static"
+        extra["cache_implementation"] = "static"
         use_compile = device.type == "cuda" if compile is None else compile
         if use_compile:
             from transformers import CompileConfig
 
-            gkw["compile_config"] = CompileConfig(fullgraph=False)
+            extra["compile_config"] = CompileConfig(fullgraph=False)
         else:
-            gkw["disable_compile"] = True
+            extra["disable_compile"] = True
     else:
-        gkw["disable_compile"] = True
-    return gkw
+        extra["disable_compile"] = True
+    gc = pinned_generation_config(max_new_tokens, stop_ids, pad, **extra)
+    return dict(generation_config=gc, stopping_criteria=StoppingCriteriaList([clock]))
 
 
 @torch.no_grad()
@@ -87,7 +114,8 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     ``baseline="hf"``: dynamic KV cache (the default ``generate``).  ``baseline="hf_static"``: static KV cache and,
     on CUDA (or when ``compile=True``), ``torch.compile`` of the decoding forward: the faster configuration a
     careful engineer would use.  Tokens are counted up to and including the first stop id.
-    ``suppress_token_ids`` (e.g. the mask token) are never generated, as in the diffusion decoder.
+    ``suppress_token_ids`` (e.g. the mask token) are never generated, as in the diffusion decoder.  Every other
+    generation setting is pinned (:data:`AR_GENERATION`: greedy, no repetition penalty), never the checkpoint's.
     """
     prompts = _check_prompts(prompts)
     if not isinstance(max_new_tokens, int) or max_new_tokens <= 0:
@@ -105,7 +133,7 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     gkw = _generate_kwargs(max_new_tokens, stop_ids, pad, clock, baseline, device, compile, suppress_token_ids)
     _sync(device)
     clock.t_start = time.perf_counter()
-    with _eos_off(model, not stop_ids):
+    with _model_config_swapped(model, gkw["generation_config"]):
         out = model.generate(input_ids=ids, attention_mask=att, **gkw)
     _sync(device)
     wall = time.perf_counter() - clock.t_start

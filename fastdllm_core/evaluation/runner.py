@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
+from ..decoding.ar import AR_GENERATION, ar_generation_summary
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
 from ..stats import wilson_pct
@@ -36,7 +37,7 @@ ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "ci_low",
                *ROW_DECODE_COLUMNS, "max_new_tokens",
                "max_new_tokens_source", "prompt_style", "num_fewshot",
                "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
-               "nfe", "loglikelihood_method", "mc_num"]
+               "nfe", "loglikelihood_method", "mc_num", "ar_generation"]
 
 
 # metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
@@ -98,16 +99,43 @@ def _metric_name(key: str) -> tuple[str, str] | None:
     return (f"{metric}_{short}" if short else metric), flt
 
 
-def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+# lm-eval's extras that its task definitions import (task utils.py files): the fix a missing module names
+LM_EVAL_EXTRAS = {"minerva_math": "math", "ifeval": "ifeval", "synth_ifeval": "ifeval"}
+
+
+def missing_module_reason(task: str, exc: ImportError) -> str:
+    """The n/a reason of a task whose lm-eval definition needs a module that is not installed, naming the fix."""
+    mod = getattr(exc, "name", None) or str(exc)
+    extra = LM_EVAL_EXTRAS.get(task)
+    fix = f"pip install 'lm-eval[{extra}]'" if extra else f"pip install {mod.split('.')[0]}"
+    return (f"{task}: lm-eval's task needs the module {mod!r}, which is not installed ({type(exc).__name__}: "
+            f"{exc}); fix: {fix}")
+
+
+def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    """Build the task and run ``lm_eval.simple_evaluate``; a missing module (an lm-eval extra such as
+    ``math_verify`` or ``langdetect``) raises :class:`TaskUnavailable` naming the fix, so the caller records
+    the task as n/a and goes on with the others."""
     import lm_eval
 
-    specs, info = __import__("fastdllm_core.evaluation.tasks", fromlist=["x"]).build_lm_eval_tasks(
-        task, data_path, prompt_style)
+    from .tasks import build_lm_eval_tasks
+
     try:
+        specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
         res = lm_eval.simple_evaluate(
             model=lm, tasks=specs, limit=limit, apply_chat_template=True, fewshot_as_multiturn=True,
             log_samples=True, task_manager=info["task_manager"], random_seed=seed, numpy_random_seed=seed,
             torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
+    except ImportError as exc:
+        raise TaskUnavailable(missing_module_reason(task, exc)) from exc
+    return res, info
+
+
+def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    try:
+        res, info = _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+    except TaskUnavailable:
+        raise
     except (ConnectionError, OSError, FileNotFoundError) as exc:
         raise TaskUnavailable(f"{task}: its dataset could not be loaded ({type(exc).__name__}: {exc}); pass "
                               f"data_path= with a local copy") from exc
@@ -319,7 +347,8 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
-           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if mode in MDM_MODES else None}
+           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if mode in MDM_MODES else None,
+           "ar_generation": dict(AR_GENERATION) if mode == "ar" else None}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
     fewshot = _fewshot(info.get("num_fewshot"))
     notes = []
@@ -336,6 +365,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                "prompt_style": prompt_style, "num_fewshot": fewshot,
                "data_source": info["source"], "batch_size": batch_size, **thr, "filter": r.get("filter", ""),
                "truncated_prompts": lm.n_truncated_prompts, **_likelihood_fields(lm, task),
+               "ar_generation": ar_generation_summary() if mode == "ar" else "",
                **{k: v for k, v in (extra or {}).items()}, **meta}
         out_rows.append(row)
     cols = ROW_COLUMNS + ["filter", "truncated_prompts"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \

@@ -28,9 +28,28 @@ HUB_HINT = {"minerva_math": "EleutherAI/hendrycks_math", "ifeval": "google/IFEva
             "gpqa": "Idavidrein/gpqa (gated: accept its terms on the Hub and set HF_TOKEN)"}
 
 
+# the first lm-eval with lm_eval.tasks._yaml_loader and TaskManager.task_index of typed entries (kind, yaml_path,
+# tags), which official_config / leaf_tasks read; pyproject.toml and environment.yml require it
+LM_EVAL_MIN = "0.4.12"
+
+
+def check_lm_eval_version(version: str | None = None) -> None:
+    """Refuse an lm-eval older than :data:`LM_EVAL_MIN` (``RuntimeError`` naming the version and the fix)."""
+    from importlib.metadata import version as installed
+
+    from packaging.version import Version
+
+    v = version or installed("lm_eval")
+    if Version(v) < Version(LM_EVAL_MIN):
+        raise RuntimeError(f"lm-eval {v} is too old: the task definitions need lm-eval >= {LM_EVAL_MIN} "
+                           f"(lm_eval.tasks._yaml_loader, TaskManager.task_index); fix: pip install -U "
+                           f"'lm-eval[math,ifeval]>={LM_EVAL_MIN}'")
+
+
 @functools.lru_cache(maxsize=1)
 def _task_manager():
     """lm-eval's task index (built once per process: indexing every task YAML takes seconds)."""
+    check_lm_eval_version()
     from lm_eval.tasks import TaskManager
 
     return TaskManager()

@@ -1,16 +1,15 @@
 """Accuracy of one model on its tasks at several decoding points each, through fastdllm_core.evaluation.run_task
 (model loaded once, and only when some point must be measured; every task's data is checked before).  A task that
 cannot load its data offline becomes one ``status = n/a`` row with the reason (never a number).  Each point's rows
-are cached under ``<model>/<task>/<point>.csv`` with a key covering the model checkpoint, data file, evaluation
-settings and fastdllm_core's code; a point whose key matches is reused."""
+are cached under ``<model>/<task>/<point>.csv`` with a key covering the model checkpoint's contents, the data
+file(s) and data-choosing environment variables (jobs.data_fingerprint), evaluation settings and fastdllm_core's
+code; a point whose key matches is reused -- never a point with only ``n/a`` rows (tried again on every run)."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
 from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
-    import csv
-    import json
     from pathlib import Path
 
     import jobs
@@ -21,23 +20,23 @@ with logged(snakemake):  # noqa: F821
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     device = jobs.require_device(config)
-    model_files = jobs.fingerprint_files(sm.input.model)
+    model_files = jobs.model_fingerprint(p.source, sm.input.model)  # contents (a replaced checkpoint changes it)
     code = jobs.code_fingerprint()
     # max_new_tokens: an integer for every task, or "task" (each benchmark's own; the row records the length used)
     task_len = str(p.max_new_tokens) == "task"
     rows_by_point, todo = {}, []
     for task, points in p.points.items():
         data_path = p.data_paths[task]
-        base_key = {"source": p.source, "model_files": model_files,
-                    "data": jobs.fingerprint_files([data_path] if data_path else []), "task": task, "mode": p.mode,
+        base_key = {"source": p.source, "model_files": model_files, "data": jobs.data_fingerprint(data_path),
+                    "task": task, "mode": p.mode,
                     "max_new_tokens": p.max_new_tokens, "batch_size": p.batch_size, "limit": p.limit,
                     "seed": config["seed"], "device": device, "dtype": config.get("dtype", "auto"), "code": code}
         for point in points:
             key = config_hash(dict(base_key, point=point))
             kf, cf = Path(p.cache_dir) / task / f"{point}.key.json", Path(p.cache_dir) / task / f"{point}.csv"
-            if kf.is_file() and cf.is_file() and json.loads(kf.read_text()).get("key") == key:
-                with open(cf, newline="") as fh:
-                    rows_by_point[(task, point)] = list(csv.DictReader(fh))
+            cached = jobs.cached_rows(kf, cf, key)
+            if cached is not None:
+                rows_by_point[(task, point)] = cached
                 print(f"{task} {point}: reused (same model, data, settings and code)")
             else:
                 todo.append((task, point, key, base_key))
@@ -81,7 +80,10 @@ with logged(snakemake):  # noqa: F821
                 r["model_source"] = r["model"]
                 r["model"] = p.model
             write_csv_atomic(cache / f"{point}.csv", rows)
-            write_json_atomic(cache / f"{point}.key.json", {"key": key, "inputs": dict(base_key, point=point)})
+            if any(r["status"] == "ok" for r in rows):  # a measurement: keyed for reuse
+                write_json_atomic(cache / f"{point}.key.json", {"key": key, "inputs": dict(base_key, point=point)})
+            else:  # n/a only (missing data or extra): tried again on every run
+                (cache / f"{point}.key.json").unlink(missing_ok=True)
             rows_by_point[(task, point)] = rows
             print(f"{task} {point}: " + ", ".join(f"{r['metric']}={r['value']} ({r['status']})" for r in rows))
     out = [r for task, points in p.points.items() for point in points for r in rows_by_point[(task, point)]]

@@ -21,14 +21,101 @@ def require_device(config: dict) -> str:
     return want
 
 
+# environment variables that choose where an evaluation's data comes from (fastdllm_core.evaluation): part of the
+# evaluation cache key, with the files they name
+DATA_ENV_VARS = ("HUMANEVAL_OVERRIDE_PATH", "MBPP_OVERRIDE_PATH", "FASTDLLM_HUMANEVAL_PATH", "FASTDLLM_GSM8K_PATH",
+                 "FASTDLLM_SYNTH_ARITH_PATH", "FASTDLLM_SYNTH_MATH_PATH", "FASTDLLM_SYNTH_MC_PATH",
+                 "FASTDLLM_SYNTH_IFEVAL_PATH", "FASTDLLM_SYNTH_CODE_PATH", "FASTDLLM_SYNTH_MBPP_PATH",
+                 "FASTDLLM_SHARED_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "FASTDLLM_OFFLINE", "HF_HOME",
+                 "HF_DATASETS_CACHE")
+FULL_HASH_BYTES = 32 << 20  # files up to this size are hashed whole; larger ones (weights) by size, mtime, samples
+_SAMPLE = 1 << 20
+
+
+def file_digest(f: Path) -> str:
+    """sha256 of a file's content; a file over :data:`FULL_HASH_BYTES` (model weights) is keyed by its size,
+    mtime (ns) and three 1 MiB samples (start, middle, end): cheap, and a checkpoint replaced at the same path
+    changes it."""
+    import hashlib
+
+    h = hashlib.sha256()
+    st = f.stat()
+    with open(f, "rb") as fh:
+        if st.st_size <= FULL_HASH_BYTES:
+            for chunk in iter(lambda: fh.read(_SAMPLE), b""):
+                h.update(chunk)
+            return h.hexdigest()
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        for off in (0, st.st_size // 2, max(st.st_size - _SAMPLE, 0)):
+            fh.seek(off)
+            h.update(fh.read(_SAMPLE))
+    return "sampled:" + h.hexdigest()
+
+
 def fingerprint_files(paths) -> list:
-    """(name, size, mtime) of every file under the given paths: changes when a checkpoint or data file changes."""
+    """(path, size, content digest) of every file under the given paths (symlinks followed): changes when a
+    checkpoint or data file changes, also when it is replaced at the same path within the same second."""
     out = []
     for p in paths:
         p = Path(p)
         files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else ([p] if p.is_file() else [])
-        out += [(str(f), f.stat().st_size, int(f.stat().st_mtime)) for f in files]
+        out += [(str(f), f.stat().st_size, file_digest(f)) for f in files]
     return out
+
+
+def hub_snapshot(repo_id: str) -> str:
+    """The commit of a Hub model in the local Hugging Face cache (``refs/main``), or ``"not cached"``."""
+    from huggingface_hub import constants
+
+    ref = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "refs" / "main"
+    return ref.read_text().strip() if ref.is_file() else "not cached"
+
+
+def model_fingerprint(source: str, inputs) -> dict:
+    """What the evaluation cache knows of a model: its files (the job's inputs, or the source when it is a local
+    path) or, for a Hub id, the cached snapshot's commit."""
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs or [])  # one named input: a string
+    paths = inputs or ([source] if Path(source).exists() else [])
+    if paths:
+        return {"files": fingerprint_files(paths)}
+    return {"hub": source, "snapshot": hub_snapshot(source)}
+
+
+def data_fingerprint(data_path, environ=None) -> dict:
+    """What the evaluation cache knows of a task's data: the data file(s) given (content digests), and every
+    data-choosing environment variable that is set (:data:`DATA_ENV_VARS`) with the files it names."""
+    import os
+
+    env = os.environ if environ is None else environ
+    out = {"data_path": str(data_path) if data_path else None,
+           "files": fingerprint_files([data_path] if data_path else [])}
+    for var in DATA_ENV_VARS:
+        if env.get(var):
+            v = env[var]
+            out[var] = {"value": v, "files": fingerprint_files([v]) if var.endswith("_PATH") else []}
+    if env.get("FASTDLLM_SHARED_DIR") is None and not data_path:  # the default shared copies (gsm8k, humaneval)
+        from fastdllm_core.evaluation import shared_dir
+
+        out["shared"] = fingerprint_files([shared_dir() / "data/gsm8k/test.jsonl",
+                                           shared_dir() / "data/humaneval/HumanEval.jsonl.gz"])
+    return out
+
+
+def cached_rows(key_file, csv_file, key: str):
+    """The rows cached for ``key``, or None: no cache, another key, or no measured row (only ``n/a`` rows:
+    missing data, a missing extra -- never a measurement, so tried again on a rerun).  A measured point keeps
+    its companion ``n/a`` rows (HumanEval without plus inputs: ``pass@1_plus``)."""
+    import csv
+    import json
+
+    key_file, csv_file = Path(key_file), Path(csv_file)
+    if not (key_file.is_file() and csv_file.is_file()) or json.loads(key_file.read_text()).get("key") != key:
+        return None
+    with open(csv_file, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not any(r.get("status") == "ok" for r in rows):
+        return None
+    return rows
 
 
 def code_fingerprint() -> str:
