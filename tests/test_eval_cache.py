@@ -108,6 +108,8 @@ def _run_evaluate(tmp_path, data_path, monkeypatch, measured):
     from types import SimpleNamespace
 
     import fastdllm_core.evaluation as ev
+    import fastdllm_core.evaluation.lm_model  # noqa: F401 - imported before the patch below, which would otherwise
+    import fastdllm_core.evaluation.runner  # noqa: F401 - stay bound in their namespaces for later tests
     import fastdllm_core.model as fm
     from fastdllm_core.evaluation import TaskUnavailable
 
