@@ -4,8 +4,10 @@ The harness never executes generated code in its own process: :mod:`.codeeval` s
 subprocess with ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` (read by EvalPlus at import time),
 ``EVALPLUS_MAX_MEMORY_BYTES`` and ``EVALPLUS_TIMEOUT_PER_TASK`` set, under an overall wall-clock timeout.
 Every solution then runs (base and plus separately, as EvalPlus' ``check_correctness`` does) in a sandboxed
-child process (:func:`.sandbox.untrusted_check`: EvalPlus' checks, time limits
-``max(min_time_limit, gt_time_limit_factor * ground-truth time)`` and memory limit, inside an OS sandbox).
+child process (:func:`.sandbox.untrusted_check`: EvalPlus' guard, time limits
+``max(min_time_limit, gt_time_limit_factor * ground-truth time)`` and memory limit, inside an OS sandbox); the
+child sends back its outputs (exact built-in types only) and this process compares them with the expected ones
+(:mod:`.verdict`, EvalPlus' rules).
 The sandbox in force is printed to stderr and recorded in the output (``sandbox``).
 
 Sub-commands:
@@ -13,7 +15,7 @@ Sub-commands:
 * ``score --dataset humaneval|mbpp --samples S.jsonl --out R.json [--base-only] [--min-time-limit F]
   [--gt-time-limit-factor F] [--parallel N]``: statuses per sample (base and plus), in sample order.  EvalPlus
   0.3.1 cannot pass HumanEval/32 (``find_zero``): its ``_poly`` oracle never records a passed input; the
-  sandbox's copy of EvalPlus' checks records it (:func:`.sandbox._execute`).
+  scorer's copy of EvalPlus' checks records it (:class:`.verdict.Judge`).
 * ``convert-humaneval --src HumanEval.jsonl.gz --out D.jsonl``: the original HumanEval file (no EvalPlus
   inputs) to EvalPlus form for base-only scoring.  ``base_input`` is recorded by running each problem's own
   ``check`` function against a wrapper of its canonical solution that records the arguments (``random`` seeded
