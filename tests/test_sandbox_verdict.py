@@ -3,10 +3,13 @@
 ran inside the solution's process, so an object equal to everything scored ``pass``.
 
 Direct :func:`sandbox.untrusted_check` calls (one sandboxed child each, well under a second), plus one run through
-the real scoring path (worker subprocess)."""
+the real scoring path (worker subprocess) and the read fence around the dataset and EvalPlus' ground truth."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,9 +143,52 @@ def _dataset(tmp_path: Path) -> Path:
     return p
 
 
+def _probe() -> dict:
+    out = subprocess.run([sys.executable, "-m", "fastdllm_core.evaluation.sandbox"], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "FASTDLLM_SANDBOX": "auto"})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def test_scoring_path_fails_always_equal_and_passes_a_correct_solution(tmp_path):
     sols = [{"task_id": "Sandbox/0", "solution": ALWAYS_EQUAL + f"def {EP}(x):\n    return Eq()\n"},
             {"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x + 1\n"}]
     res = codeeval.score(_dataset(tmp_path), "humaneval", sols, tmp_path / "work", base_only=False,
                          min_time_limit=0.5)
     assert [(r["base_status"], r["plus_status"]) for r in res] == [("fail", "fail"), ("pass", "pass")]
+
+
+def test_the_dataset_and_the_ground_truth_cannot_be_read(tmp_path, monkeypatch):
+    """Landlock read rules: the Python installation, system libraries and the check's own directory only."""
+    probe = _probe()
+    if probe["landlock_abi"] < 1:
+        pytest.skip(f"Landlock is not available on this kernel ({probe['description']}): reads are not fenced")
+    from evalplus.evaluate import CACHE_DIR
+
+    data = _dataset(tmp_path)
+    monkeypatch.setenv("FASTDLLM_SANDBOX", "auto")
+    reads = {"dataset": str(data), "data_dir": str(data.parent), "cache": CACHE_DIR, "home": os.path.expanduser("~"),
+             "repo": str(Path(__file__).resolve().parent)}
+    sols = []
+    for path in reads.values():
+        # read the file (or list the directory); a denied read raises, and the answer is only right after it
+        body = (f"    import os\n    p = {path!r}\n    if os.path.isdir(p):\n        os.listdir(p)\n"
+                f"    else:\n        open(p, 'rb').read()\n    return x + 1\n")
+        sols.append({"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n{body}"})
+    sols.append({"task_id": "Sandbox/0", "solution": f"import fractions\ndef {EP}(x):\n"
+                 "    import decimal, sqlite3, numpy\n    return int(fractions.Fraction(x + 1))\n"})
+    res = codeeval.score(data, "humaneval", sols, tmp_path / "work", base_only=False, min_time_limit=0.5)
+    readable = [name for name, r in zip(reads, res) if r["base_pass"]]
+    assert readable == [], f"the solution could read: {readable}"
+    assert res[-1]["base_pass"] and res[-1]["plus_pass"], "modules of the Python installation must still import"
+    assert "landlock-read" in res[-1]["sandbox"]
+
+
+def test_a_dataset_inside_a_readable_directory_is_reported(tmp_path, monkeypatch):
+    from fastdllm_core.evaluation import evalplus_worker
+
+    monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", str(tmp_path / "HumanEvalPlus.jsonl"))
+    assert evalplus_worker._readable_data("humaneval") == []
+    inside = os.path.join(os.path.realpath(sys.prefix), "HumanEvalPlus.jsonl")
+    monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", inside)
+    assert evalplus_worker._readable_data("humaneval") == [inside]

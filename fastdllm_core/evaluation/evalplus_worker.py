@@ -102,7 +102,20 @@ def _probe_sandbox(sandbox) -> dict | None:
     return probe
 
 
-def _sandbox_report(sandbox, results: list[dict], probe: dict) -> dict:
+def _readable_data(dataset: str) -> list[str]:
+    """The dataset file and EvalPlus' ground-truth cache when they lie beneath a directory that solutions may read
+    (:func:`.sandbox_setup.read_roots`, e.g. a dataset kept inside the Python installation): not fenced then."""
+    from evalplus.evaluate import CACHE_DIR
+
+    from fastdllm_core.evaluation.sandbox_setup import read_roots
+
+    dirs, _ = read_roots()
+    paths = [os.environ.get("HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH"), CACHE_DIR]
+    real = [os.path.realpath(p) for p in paths if p]
+    return [p for p in real if any(p == d or p.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)]
+
+
+def _sandbox_report(sandbox, results: list[dict], probe: dict, dataset: str) -> dict:
     """What the checks really ran with (warnings when less than probed, or when some could not set up)."""
     flags = -1
     for r in results:
@@ -114,9 +127,13 @@ def _sandbox_report(sandbox, results: list[dict], probe: dict) -> dict:
     if setup_failures:
         print(f"WARNING: {setup_failures} check(s) could not set up their sandbox and were scored as not passing",
               file=sys.stderr)
+    readable = _readable_data(dataset)
+    if readable:
+        print(f"WARNING: solutions could read {readable}: beneath the Python installation or a system library "
+              f"directory that the sandbox leaves readable", file=sys.stderr)
     return {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
             "mode": probe["mode"], "landlock_abi": probe["landlock_abi"],
-            "fallback_from": probe["fallback_from"], "setup_failures": setup_failures}
+            "fallback_from": probe["fallback_from"], "setup_failures": setup_failures, "readable_data": readable}
 
 
 def _score(args) -> int:
@@ -152,7 +169,7 @@ def _score(args) -> int:
         plus = None if args.base_only else r["plus"]
         out.append({"task_id": s["task_id"], "base_status": base, "plus_status": plus,
                     "base_pass": base == PASS, "plus_pass": None if args.base_only else (base == plus == PASS)})
-    sandbox_info = _sandbox_report(sandbox, results, probe)
+    sandbox_info = _sandbox_report(sandbox, results, probe, args.dataset)
     with open(args.out, "w") as fh:
         json.dump({"dataset": args.dataset, "base_only": args.base_only, "sandbox": sandbox_info, "results": out},
                   fh)
