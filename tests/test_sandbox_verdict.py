@@ -192,3 +192,34 @@ def test_a_dataset_inside_a_readable_directory_is_reported(tmp_path, monkeypatch
     inside = os.path.join(os.path.realpath(sys.prefix), "HumanEvalPlus.jsonl")
     monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", inside)
     assert evalplus_worker._readable_data("humaneval") == [inside]
+
+
+# looks up the expected output in its own memory (the solution's process is a fork of the scorer): the frames on
+# its stack and every object the garbage collector knows; reports what it found through its return value
+MEMORY_CHEAT = f"""import gc, sys
+def {EP}(x):
+    seen = []
+    fr = sys._getframe()
+    while fr is not None:
+        seen.append(fr.f_locals)
+        fr = fr.f_back
+    for o in seen + gc.get_objects():
+        if type(o) is dict and o.get("base_time") and o.get("base"):
+            return o["base"][x - 1]
+        if type(o) is dict and "expected" in o and "inputs" in o and o["expected"]:
+            return o["expected"][o["inputs"].index([x])]
+        if type(o) is dict and o.get("canonical_solution"):
+            return x + 1
+    return None
+"""
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_the_expected_outputs_are_not_in_the_solutions_memory(tmp_path, parallel):
+    sols = [{"task_id": "Sandbox/0", "solution": MEMORY_CHEAT}] * 2
+    sols.append({"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x + 1\n"})
+    res = codeeval.score(_dataset(tmp_path), "humaneval", sols, tmp_path / "work", base_only=True,
+                         min_time_limit=0.5, parallel=parallel)
+    assert [r["base_status"] for r in res] == ["fail", "fail", "pass"]
+    stat, _ = _check(MEMORY_CHEAT.replace(EP, "f"), [[1], [2]], [2, 3])
+    assert stat == "fail"

@@ -43,15 +43,18 @@ def _read_jsonl(path: str) -> list[dict]:
 def _check(job) -> dict:
     """One solution: base (and plus) statuses, each run in its own sandboxed child (:mod:`.sandbox`)."""
     from fastdllm_core.evaluation.sandbox import untrusted_check
+    from fastdllm_core.evaluation.verdict import secrets_of_one_check
 
     dataset, problem, solution, expected, base_only, min_time_limit, gt_factor = job
     out = {"setup_failures": 0}
     flags = -1
     for split in ("base",) if base_only else ("base", "plus"):
-        stat, details, rep = untrusted_check(dataset, solution, problem[f"{split}_input"], problem["entry_point"],
-                                             expected[split], problem["atol"], expected[f"{split}_time"],
-                                             fast_check=True, min_time_limit=min_time_limit,
-                                             gt_time_limit_factor=gt_factor)
+        # a process-pool worker holds its own (unpickled) copies of the problem and its expected outputs
+        with secrets_of_one_check((problem, 0), (expected, 1)):
+            stat, details, rep = untrusted_check(dataset, solution, problem[f"{split}_input"],
+                                                 problem["entry_point"], expected[split], problem["atol"],
+                                                 expected[f"{split}_time"], fast_check=True,
+                                                 min_time_limit=min_time_limit, gt_time_limit_factor=gt_factor)
         out[split] = stat
         flags &= rep["flags"]
         out["setup_failures"] += bool(rep["setup_error"])  # no verdict: the sandbox, not the solution, failed
@@ -141,7 +144,7 @@ def _score(args) -> int:
 
     from evalplus.eval import PASS  # EvalPlus is loaded here once, not in every sandboxed child
 
-    from fastdllm_core.evaluation import sandbox
+    from fastdllm_core.evaluation import sandbox, verdict
 
     get_problems, get_hash, not_none = _dataset_api(args.dataset)
     samples = _read_jsonl(args.samples)
@@ -153,6 +156,11 @@ def _score(args) -> int:
     ids = sorted({s["task_id"] for s in samples})
     subset = {t: problems[t] for t in ids}
     expected = _groundtruth(subset, ids, get_hash, not_none)
+    # every sandboxed child clears these in its copy of memory before the solution runs (verdict.forget_secrets):
+    # the reference solutions and the expected outputs of every task (the inputs themselves stay)
+    verdict.keep_secret(problems, 1)
+    verdict.keep_secret(subset, 1)
+    verdict.keep_secret(expected, 2)
     probe = _probe_sandbox(sandbox)
     if probe is None:
         return 2

@@ -300,6 +300,7 @@ def untrusted_check(dataset: str, code: str, inputs: list, entry_point: str, exp
         timeout += 1
 
     def target(shm):
+        verdict.forget_secrets(expected)  # this child's copy only: the scorer keeps its own
         _execute(entry_point, code, inputs, time_limits, fast_check, memory_bytes, shm)
 
     judge = verdict.Judge(dataset, entry_point, inputs, expected, atol, fast_check)

@@ -35,6 +35,51 @@ class Opaque:
 
 
 # ------------------------------------------------------------------------------------------------ child side
+_SECRETS: list = []  # (container, depth): what the scorer holds that a solution must not find in its memory
+
+
+def keep_secret(container, depth: int = 0) -> None:
+    """Register a dict or list of the scorer's (the dataset's problems, EvalPlus' ground truth) that every
+    sandboxed child clears in its own copy of memory before the solution runs (:func:`forget_secrets`):
+    ``depth`` levels of nested dicts and lists are cleared too (never deeper: the inputs stay)."""
+    _SECRETS.append((container, depth))
+
+
+class secrets_of_one_check:
+    """``with secrets_of_one_check((container, depth), ...):`` registers them (:func:`keep_secret`) for the checks
+    run inside, and unregisters them afterwards (a process-pool worker scores many problems)."""
+
+    def __init__(self, *pairs):
+        self.pairs = pairs
+
+    def __enter__(self):
+        self.n = len(_SECRETS)
+        for obj, depth in self.pairs:
+            keep_secret(obj, depth)
+
+    def __exit__(self, *exc):
+        del _SECRETS[self.n:]
+
+
+def _clear(obj, depth: int) -> None:
+    if depth > 0:
+        for v in list(obj.values() if type(obj) is dict else obj):
+            if type(v) in (dict, list):
+                _clear(v, depth - 1)
+    obj.clear()
+
+
+def forget_secrets(*extra) -> None:
+    """Child side, before the solution runs: clear the registered containers and ``extra`` (lists or dicts) in
+    this process's copy of memory, so that ``gc.get_objects()`` or the stack's frames (this process is a fork of
+    the scorer) no longer lead to the expected outputs or the reference solutions."""
+    for obj, depth in _SECRETS:
+        _clear(obj, depth)
+    for obj in extra:
+        _clear(obj, 0)
+    _SECRETS.clear()
+
+
 def _numpy_tag(x):
     import sys
 
