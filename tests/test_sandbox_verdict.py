@@ -54,11 +54,17 @@ def test_a_str_subclass_fails():
 
 def test_a_forged_status_page_fails():
     """The solution writes "success, every input passed" into its shared page: the scorer judges the records."""
-    code = ("import gc, mmap, struct\ndef f(x):\n    for o in gc.get_objects():\n"
+    code = ("import gc, mmap, posix, struct\ndef f(x):\n    for o in gc.get_objects():\n"
             "        if type(o) is mmap.mmap:\n            struct.pack_into('ii', o, 0, 0, 1)\n"
-            "            o[32:40] = b'\\x01' * 8\n    return -1\n")
+            "            o[32] = 1\n    posix._exit(0)\n")
     stat, details = _check(code, [[1]], [2])
     assert stat == "fail" and details == [False]
+
+
+def test_an_output_too_large_to_send_back_fails():
+    big = "def f(x):\n    return 'x' * (40 << 20)\n"
+    assert _check(big, [[1]], ["x" * 8])[0] == "fail"
+    assert _check("def f(x):\n    return 'x' * (1 << 20)\n", [[1]], ["x" * (1 << 20)])[0] == "pass"
 
 
 def test_float_answers_within_atol_pass_and_outside_fail():

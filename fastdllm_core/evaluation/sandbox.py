@@ -1,8 +1,9 @@
 """Sandbox for model-written code: every EvalPlus check runs in a contained child process.
 
 :func:`untrusted_check` is a drop-in for ``evalplus.eval.untrusted_check`` (same statuses, same per-test time
-limits, same overall wall-clock limit, EvalPlus' own in-process guard and oracles), but the code runs in a child
-process that the operating system contains, with no root needed (README, "Sandbox for model-written code"):
+limits, same overall wall-clock limit, EvalPlus' own in-process guard; its oracles applied by the scorer), but the
+code runs in a child process that the operating system contains, with no root needed (README, "Sandbox for
+model-written code"):
 
 * a new session / process group, killed as a whole (SIGKILL) when the check ends or times out, and a new PID
   namespace in which the solution is PID 1, so that every process it started dies with it, even one that left
@@ -16,6 +17,8 @@ process that the operating system contains, with no root needed (README, "Sandbo
   ``RLIMIT_NPROC`` (16 more processes), ``RLIMIT_FSIZE`` (64 MiB), ``RLIMIT_NOFILE`` (128), ``RLIMIT_CORE`` 0;
 * an empty private working directory (also ``TMPDIR``; made under ``$FASTDLLM_SANDBOX_DIR`` when set), removed
   afterwards; the scorer's file descriptors are closed, stdin/stdout/stderr are ``/dev/null``;
+* no read access outside that directory, the Python installation and the system's libraries (Landlock only:
+  ``landlock-read``; :func:`.sandbox_setup.read_roots`);
 * no write access outside that directory: Landlock (``landlock_create_ruleset``, ABI >= 1) where the kernel has
   it, and a mount namespace in which every mount is read-only except the working directory (both where the
   kernel allows both; either alone is still a fence for file contents and names); Landlock ABI >= 4 also denies
@@ -35,10 +38,12 @@ than the full set); a mode that cannot be set up at all falls back to the next w
 namespace alone) and ``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private
 uid, working directory and EvalPlus' guard only): the fallbacks, for tests.
 
-The verdict is not the solution's to write: the solution's process never sees the expected outputs and compares
-nothing; it sends back each output in a restricted serialisation (exact built-in types only) and the scoring
-process decodes and judges it with EvalPlus' rules (:mod:`.verdict`), so that an object equal to everything, a
-subclass of ``int`` or ``str`` with a lying ``__eq__`` or a forged status page is scored ``fail``.
+The verdict is not the solution's to write: the solution's process compares nothing, and before the solution
+runs it clears its copy (it is a fork of the scorer) of the problems and the expected outputs
+(:func:`.verdict.forget_secrets`; freed bytes may remain, for a solution that scans raw memory); it sends back each
+output in a restricted serialisation (exact built-in types only) and the scoring process decodes and judges it
+with EvalPlus' rules (:mod:`.verdict`), so that an object equal to everything, a subclass of ``int`` or ``str``
+with a lying ``__eq__`` or a forged status page is scored ``fail``.
 
 Call it from a dedicated process (the EvalPlus worker): that process becomes a child subreaper and reaps the
 processes it adopts from the sandboxes.
