@@ -117,6 +117,16 @@ def test_fast_check_stops_at_the_first_failure_and_errors_fail():
     assert stat == "fail" and details == [True, False, True]
 
 
+def test_collections_types_compare_by_contents_as_in_evalplus():
+    """MBPP's freq_count reference returns a Counter: the real collections classes are sent as data and rebuilt."""
+    counter = "import collections\ndef f(x):\n    return collections.Counter(x)\n"
+    expected = [__import__("collections").Counter("abca")]
+    assert _check(counter, [["abca"]], expected)[0] == "pass"
+    assert _check("def f(x):\n    return {'a': 2, 'b': 1, 'c': 1}\n", [["abca"]], expected)[0] == "pass"
+    sub = "import collections\nclass C(collections.Counter):\n    pass\ndef f(x):\n    return C(x)\n"
+    assert _check(sub, [["abca"]], expected)[0] == "fail"
+
+
 def test_the_codec_takes_exact_builtin_types_only():
     class I(int):
         pass

@@ -92,6 +92,20 @@ def _numpy_tag(x):
     return None
 
 
+# collections types an honest solution (or a reference solution: MBPP's freq_count returns a Counter) may return;
+# EvalPlus compares them by their contents (OrderedDict with OrderedDict: also by order)
+COLLECTIONS = ("Counter", "OrderedDict", "defaultdict", "deque")
+
+
+def _collections_tag(x):
+    import collections
+
+    for name in COLLECTIONS:
+        if type(x) is getattr(collections, name):
+            return name
+    return None
+
+
 def _enc(x, depth: int):
     if depth > MAX_DEPTH:
         raise Unencodable("nested too deeply")
@@ -115,6 +129,10 @@ def _enc(x, depth: int):
         return [tag, [_enc(v, depth + 1) for v in x]]
     if t is dict:
         return ["D", [[_enc(k, depth + 1), _enc(v, depth + 1)] for k, v in dict.items(x)]]
+    name = _collections_tag(x)
+    if name is not None:  # the real class only (a subclass is no Counter): its data, rebuilt by the scorer
+        items = list(x) if name == "deque" else [[_enc(k, depth + 1), _enc(v, depth + 1)] for k, v in dict.items(x)]
+        return ["K", name, [_enc(v, depth + 1) for v in items] if name == "deque" else items]
     name = _numpy_tag(x)
     if name is not None:
         return ["P", name, _enc(x.item(), depth + 1)]
@@ -157,6 +175,17 @@ def _build(node, depth: int):
         if any(len(p) != 2 for p in pairs):
             raise ValueError("malformed dict")
         return dict(pairs)
+    if tag == "K" and len(args) == 2 and args[0] in COLLECTIONS:
+        import collections
+
+        if args[0] == "deque":
+            return collections.deque(_seq(args[1], depth))
+        pairs = [_seq(p, depth) for p in args[1]] if type(args[1]) is list else None
+        if pairs is None or any(len(p) != 2 for p in pairs):
+            raise ValueError("malformed mapping")
+        if args[0] == "defaultdict":
+            return collections.defaultdict(None, pairs)
+        return getattr(collections, args[0])(dict(pairs) if args[0] == "Counter" else pairs)
     if tag == "P" and len(args) == 2 and args[0] in NUMPY_SCALARS:
         import numpy as np
 
