@@ -1,10 +1,12 @@
 """The verdict on a solution's outputs, written by the scorer, never by the solution (issue 22, section 3).
 
-The sandboxed child that runs a solution (:func:`.sandbox._execute`) never sees the expected outputs and never
-compares anything: it sends back each output in a restricted serialisation (:func:`encode`, a tagged JSON of
-built-in values only, each checked with ``type(x) is ...``, so that a subclass of ``int`` or ``str`` or any
-object with its own ``__eq__`` is no output at all), and the scoring process decodes it (:func:`decode`, which
-builds nothing but built-in values and a few numpy scalars) and applies EvalPlus 0.3.1's comparison to it
+The sandboxed child that runs a solution (:func:`.sandbox._execute`) compares nothing, and before the solution
+runs it clears its copy (it is a fork of the scorer) of the problems and expected outputs (:func:`forget_secrets`;
+their freed bytes may remain in memory).  It sends back each output in a restricted serialisation (:func:`encode`,
+a tagged JSON of built-in values only, each checked with ``type(x) is ...``, so that a subclass of ``int`` or
+``str`` or any object with its own ``__eq__`` is no output at all), and the scoring process decodes it
+(:func:`decode`, which builds nothing but built-in values, the real ``collections`` Counter / OrderedDict /
+defaultdict / deque and a few numpy scalars) and applies EvalPlus 0.3.1's comparison to it
 (:func:`check_output`: the float tolerance of ``unsafe_execute``, HumanEval/32's ``_poly`` oracle, MBPP's
 special oracles).  No pickle and no object of the solution's ever reaches the scorer.
 
