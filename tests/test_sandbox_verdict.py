@@ -239,3 +239,19 @@ def test_the_expected_outputs_are_not_in_the_solutions_memory(tmp_path, parallel
     assert [r["base_status"] for r in res] == ["fail", "fail", "pass"]
     stat, _ = _check(MEMORY_CHEAT.replace(EP, "f"), [[1], [2]], [2, 3])
     assert stat == "fail"
+
+
+def test_a_record_still_being_written_is_waited_for_not_failed():
+    """The scorer judges the shared page while the child writes it: a record counted but not yet complete within
+    the bytes read (a race; it scored HumanEval/32's canonical solution ``timeout`` now and then) must not fail."""
+    buf = bytearray(64)
+    end = verdict.write_record(buf, 0, verdict.REC_OUTPUT, verdict.encode(2))
+    live = verdict.Judge("humaneval", "f", [[1], [2]], [2, 3], 0, True)
+    live.feed(buf, 0, end, 2, live=True)  # two records counted, only one within `end`
+    assert live.details == [True]
+    end = verdict.write_record(buf, end, verdict.REC_OUTPUT, verdict.encode(3))
+    live.feed(buf, 0, end, 2, live=True)
+    assert live.details == [True, True]
+    final = verdict.Judge("humaneval", "f", [[1], [2]], [2, 3], 0, True)
+    final.feed(buf, 0, 5, 2)  # after the child ended, a truncated record is a failed input
+    assert final.details == [False, False]

@@ -311,8 +311,9 @@ def untrusted_check(dataset: str, code: str, inputs: list, entry_point: str, exp
     judge = verdict.Judge(dataset, entry_point, inputs, expected, atol, fast_check)
 
     def watch(shm):  # judge the outputs as they arrive: stop at the first failure under fast_check, as EvalPlus
+        count = struct.unpack_from("i", shm, 4)[0]  # read before `used`: the child writes `used` first
         used = max(0, min(struct.unpack_from("i", shm, 28)[0], OUTPUT_BYTES))
-        judge.feed(shm, _HDR, _HDR + used, struct.unpack_from("i", shm, 4)[0])
+        judge.feed(shm, _HDR, _HDR + used, count, live=True)
         return fast_check and not all(judge.details)
 
     r = run(target, OUTPUT_BYTES, timeout + 1, memory_bytes, watch)

@@ -306,14 +306,16 @@ class Judge:
         """True once the verdict cannot change: a failed input under ``fast_check``, or every input judged."""
         return (self.fast_check and not all(self.details)) or len(self.details) >= len(self.inputs)
 
-    def feed(self, buf, start: int, end: int, count: int) -> None:
-        """Judge records ``len(details)`` .. ``count - 1`` of ``buf[start:end]`` (record 0 begins at ``start``)."""
+    def feed(self, buf, start: int, end: int, count: int, live: bool = False) -> None:
+        """Judge records ``len(details)`` .. ``count - 1`` of ``buf[start:end]`` (record 0 begins at ``start``).
+        ``live``: the child is still writing, so a record that is not complete yet is waited for, not failed."""
         if self.pos is None:
             self.pos = start
         count = min(count, len(self.inputs))
         while len(self.details) < count and not self.done():
-            rec = next(parse_records(buf, self.pos, end, 1))
-            kind, payload = rec
+            kind, payload = next(parse_records(buf, self.pos, end, 1))
+            if kind is None and live:
+                return
             if kind is None:  # malformed: this input and everything after it failed
                 self.details += [False] * (count - len(self.details))
                 return
