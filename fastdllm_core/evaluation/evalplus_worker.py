@@ -4,8 +4,10 @@ The harness never executes generated code in its own process: :mod:`.codeeval` s
 subprocess with ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` (read by EvalPlus at import time),
 ``EVALPLUS_MAX_MEMORY_BYTES`` and ``EVALPLUS_TIMEOUT_PER_TASK`` set, under an overall wall-clock timeout.
 Every solution then runs (base and plus separately, as EvalPlus' ``check_correctness`` does) in a sandboxed
-child process (:func:`.sandbox.untrusted_check`: EvalPlus' checks, time limits
-``max(min_time_limit, gt_time_limit_factor * ground-truth time)`` and memory limit, inside an OS sandbox).
+child process (:func:`.sandbox.untrusted_check`: EvalPlus' guard, time limits
+``max(min_time_limit, gt_time_limit_factor * ground-truth time)`` and memory limit, inside an OS sandbox); the
+child sends back its outputs (exact built-in types only) and this process compares them with the expected ones
+(:mod:`.verdict`, EvalPlus' rules).
 The sandbox in force is printed to stderr and recorded in the output (``sandbox``).
 
 Sub-commands:
@@ -13,7 +15,7 @@ Sub-commands:
 * ``score --dataset humaneval|mbpp --samples S.jsonl --out R.json [--base-only] [--min-time-limit F]
   [--gt-time-limit-factor F] [--parallel N]``: statuses per sample (base and plus), in sample order.  EvalPlus
   0.3.1 cannot pass HumanEval/32 (``find_zero``): its ``_poly`` oracle never records a passed input; the
-  sandbox's copy of EvalPlus' checks records it (:func:`.sandbox._execute`).
+  scorer's copy of EvalPlus' checks records it (:class:`.verdict.Judge`).
 * ``convert-humaneval --src HumanEval.jsonl.gz --out D.jsonl``: the original HumanEval file (no EvalPlus
   inputs) to EvalPlus form for base-only scoring.  ``base_input`` is recorded by running each problem's own
   ``check`` function against a wrapper of its canonical solution that records the arguments (``random`` seeded
@@ -41,15 +43,18 @@ def _read_jsonl(path: str) -> list[dict]:
 def _check(job) -> dict:
     """One solution: base (and plus) statuses, each run in its own sandboxed child (:mod:`.sandbox`)."""
     from fastdllm_core.evaluation.sandbox import untrusted_check
+    from fastdllm_core.evaluation.verdict import secrets_of_one_check
 
     dataset, problem, solution, expected, base_only, min_time_limit, gt_factor = job
     out = {"setup_failures": 0}
     flags = -1
     for split in ("base",) if base_only else ("base", "plus"):
-        stat, details, rep = untrusted_check(dataset, solution, problem[f"{split}_input"], problem["entry_point"],
-                                             expected[split], problem["atol"], expected[f"{split}_time"],
-                                             fast_check=True, min_time_limit=min_time_limit,
-                                             gt_time_limit_factor=gt_factor)
+        # a process-pool worker holds its own (unpickled) copies of the problem and its expected outputs
+        with secrets_of_one_check((problem, 0), (expected, 1)):
+            stat, details, rep = untrusted_check(dataset, solution, problem[f"{split}_input"],
+                                                 problem["entry_point"], expected[split], problem["atol"],
+                                                 expected[f"{split}_time"], fast_check=True,
+                                                 min_time_limit=min_time_limit, gt_time_limit_factor=gt_factor)
         out[split] = stat
         flags &= rep["flags"]
         out["setup_failures"] += bool(rep["setup_error"])  # no verdict: the sandbox, not the solution, failed
@@ -100,7 +105,20 @@ def _probe_sandbox(sandbox) -> dict | None:
     return probe
 
 
-def _sandbox_report(sandbox, results: list[dict], probe: dict) -> dict:
+def _readable_data(dataset: str) -> list[str]:
+    """The dataset file and EvalPlus' ground-truth cache when they lie beneath a directory that solutions may read
+    (:func:`.sandbox_setup.read_roots`, e.g. a dataset kept inside the Python installation): not fenced then."""
+    from evalplus.evaluate import CACHE_DIR
+
+    from fastdllm_core.evaluation.sandbox_setup import read_roots
+
+    dirs, _ = read_roots()
+    paths = [os.environ.get("HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH"), CACHE_DIR]
+    real = [os.path.realpath(p) for p in paths if p]
+    return [p for p in real if any(p == d or p.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)]
+
+
+def _sandbox_report(sandbox, results: list[dict], probe: dict, dataset: str) -> dict:
     """What the checks really ran with (warnings when less than probed, or when some could not set up)."""
     flags = -1
     for r in results:
@@ -112,9 +130,13 @@ def _sandbox_report(sandbox, results: list[dict], probe: dict) -> dict:
     if setup_failures:
         print(f"WARNING: {setup_failures} check(s) could not set up their sandbox and were scored as not passing",
               file=sys.stderr)
+    readable = _readable_data(dataset)
+    if readable:
+        print(f"WARNING: solutions could read {readable}: beneath the Python installation or a system library "
+              f"directory that the sandbox leaves readable", file=sys.stderr)
     return {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
             "mode": probe["mode"], "landlock_abi": probe["landlock_abi"],
-            "fallback_from": probe["fallback_from"], "setup_failures": setup_failures}
+            "fallback_from": probe["fallback_from"], "setup_failures": setup_failures, "readable_data": readable}
 
 
 def _score(args) -> int:
@@ -122,7 +144,7 @@ def _score(args) -> int:
 
     from evalplus.eval import PASS  # EvalPlus is loaded here once, not in every sandboxed child
 
-    from fastdllm_core.evaluation import sandbox
+    from fastdllm_core.evaluation import sandbox, verdict
 
     get_problems, get_hash, not_none = _dataset_api(args.dataset)
     samples = _read_jsonl(args.samples)
@@ -134,6 +156,11 @@ def _score(args) -> int:
     ids = sorted({s["task_id"] for s in samples})
     subset = {t: problems[t] for t in ids}
     expected = _groundtruth(subset, ids, get_hash, not_none)
+    # every sandboxed child clears these in its copy of memory before the solution runs (verdict.forget_secrets):
+    # the reference solutions and the expected outputs of every task (the inputs themselves stay)
+    verdict.keep_secret(problems, 1)
+    verdict.keep_secret(subset, 1)
+    verdict.keep_secret(expected, 2)
     probe = _probe_sandbox(sandbox)
     if probe is None:
         return 2
@@ -150,7 +177,7 @@ def _score(args) -> int:
         plus = None if args.base_only else r["plus"]
         out.append({"task_id": s["task_id"], "base_status": base, "plus_status": plus,
                     "base_pass": base == PASS, "plus_pass": None if args.base_only else (base == plus == PASS)})
-    sandbox_info = _sandbox_report(sandbox, results, probe)
+    sandbox_info = _sandbox_report(sandbox, results, probe, args.dataset)
     with open(args.out, "w") as fh:
         json.dump({"dataset": args.dataset, "base_only": args.base_only, "sandbox": sandbox_info, "results": out},
                   fh)

@@ -1,8 +1,9 @@
 """Sandbox for model-written code: every EvalPlus check runs in a contained child process.
 
 :func:`untrusted_check` is a drop-in for ``evalplus.eval.untrusted_check`` (same statuses, same per-test time
-limits, same overall wall-clock limit, EvalPlus' own in-process guard and oracles), but the code runs in a child
-process that the operating system contains, with no root needed (README, "Sandbox for model-written code"):
+limits, same overall wall-clock limit, EvalPlus' own in-process guard; its oracles applied by the scorer), but the
+code runs in a child process that the operating system contains, with no root needed (README, "Sandbox for
+model-written code"):
 
 * a new session / process group, killed as a whole (SIGKILL) when the check ends or times out, and a new PID
   namespace in which the solution is PID 1, so that every process it started dies with it, even one that left
@@ -16,6 +17,8 @@ process that the operating system contains, with no root needed (README, "Sandbo
   ``RLIMIT_NPROC`` (16 more processes), ``RLIMIT_FSIZE`` (64 MiB), ``RLIMIT_NOFILE`` (128), ``RLIMIT_CORE`` 0;
 * an empty private working directory (also ``TMPDIR``; made under ``$FASTDLLM_SANDBOX_DIR`` when set), removed
   afterwards; the scorer's file descriptors are closed, stdin/stdout/stderr are ``/dev/null``;
+* no read access outside that directory, the Python installation and the system's libraries (Landlock only:
+  ``landlock-read``; :func:`.sandbox_setup.read_roots`);
 * no write access outside that directory: Landlock (``landlock_create_ruleset``, ABI >= 1) where the kernel has
   it, and a mount namespace in which every mount is read-only except the working directory (both where the
   kernel allows both; either alone is still a fence for file contents and names); Landlock ABI >= 4 also denies
@@ -35,10 +38,12 @@ than the full set); a mode that cannot be set up at all falls back to the next w
 namespace alone) and ``FASTDLLM_SANDBOX=weak`` skips namespaces, Landlock and seccomp (session, rlimits, private
 uid, working directory and EvalPlus' guard only): the fallbacks, for tests.
 
-What it does not do: restrict reading, or protect the verdict.  The solution runs in the process that runs
-EvalPlus' comparison (as in EvalPlus), so a solution written to cheat the checker (an object equal to
-everything, a write into its own status page, the reference solution read from the dataset file) can be scored
-``pass``: the sandbox protects the machine, not the score.
+The verdict is not the solution's to write: the solution's process compares nothing, and before the solution
+runs it clears its copy (it is a fork of the scorer) of the problems and the expected outputs
+(:func:`.verdict.forget_secrets`; freed bytes may remain, for a solution that scans raw memory); it sends back each
+output in a restricted serialisation (exact built-in types only) and the scoring process decodes and judges it
+with EvalPlus' rules (:mod:`.verdict`), so that an object equal to everything, a subclass of ``int`` or ``str``
+with a lying ``__eq__`` or a forged status page is scored ``fail``.
 
 Call it from a dedicated process (the EvalPlus worker): that process becomes a child subreaper and reaps the
 processes it adopts from the sandboxes.
@@ -56,6 +61,7 @@ import struct
 import tempfile
 import time
 
+from . import verdict
 from .sandbox_setup import (FAIL, FLAG_NAMES, F_LANDLOCK_FS, F_MOUNT_RO, F_NO_CAPS, F_NO_NEW_PRIVS, F_NPROC, F_PIDNS,
                             F_READ_CAP_ONLY, F_RLIMITS, F_SECCOMP, F_SESSION, F_WORKDIR, MODES, PASS,
                             PR_SET_CHILD_SUBREAPER, TIMEOUT, _FAILED, _HDR, _STATE, _SUCCESS, _UNKNOWN, _child_a,
@@ -80,35 +86,39 @@ def _rmtree(path: str) -> None:
     shutil.rmtree(path, onerror=onerror)
 
 
-def _wait_timeout(pid: int, timeout: float) -> bool:
-    """True when child ``pid`` exited within ``timeout`` seconds (it is not reaped)."""
+def _wait_timeout(pid: int, timeout: float, watch=None) -> bool:
+    """True when child ``pid`` exited within ``timeout`` seconds, or when ``watch()`` (called every few
+    milliseconds while waiting) returned True; the child is not reaped."""
+    slice_s = 0.005 if watch is not None else None
     try:
         pfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pfd = None
+    end = time.monotonic() + timeout
     if pfd is not None:
         try:
             p = select.poll()
             p.register(pfd, select.POLLIN)
-            end = time.monotonic() + timeout
             while True:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
                 try:
-                    if p.poll(left * 1000):
+                    if p.poll((left if slice_s is None else min(left, slice_s)) * 1000):
                         return True
                 except InterruptedError:
                     continue
+                if watch is not None and watch():
+                    return True
         finally:
             os.close(pfd)
-    end, delay = time.monotonic() + timeout, 0.0005
+    delay = 0.0005
     while time.monotonic() < end:
         r = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if r is not None:
+        if r is not None or (watch is not None and watch()):
             return True
         time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+        delay = min(delay * 2, 0.005 if watch is not None else 0.02)
     return False
 
 
@@ -119,15 +129,17 @@ def _reap(pid: int) -> int | None:
         return None
 
 
-def run(target, n_details: int, wall_timeout: float, memory_bytes: int | None = None) -> dict:
-    """Run ``target(shm)`` in a sandboxed child; returns ``stat``, ``progress``, ``details`` (bytes),
-    ``flags`` (what was in force), ``timed_out`` and ``signal`` (what killed the solution process, if any)."""
+def run(target, data_bytes: int, wall_timeout: float, memory_bytes: int | None = None, watch=None) -> dict:
+    """Run ``target(shm)`` in a sandboxed child; returns ``stat``, ``progress``, ``data`` (the ``used`` bytes the
+    child wrote after the header, at most ``data_bytes``), ``flags`` (what was in force), ``timed_out`` and
+    ``signal`` (what killed the solution process, if any).  ``watch(shm)``, called every few milliseconds while
+    the child runs, ends it early by returning True (the scorer has its verdict)."""
     if _STATE["subreaper"] != os.getpid():  # not inherited by forked children (a process pool's workers)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _STATE["subreaper"] = os.getpid()
     mode = _mode()
-    shm = mmap.mmap(-1, _HDR + max(n_details, 1))
-    struct.pack_into("iiiiiii", shm, 0, _UNKNOWN, 0, 0, 0, 0, 0, 0)
+    shm = mmap.mmap(-1, _HDR + max(data_bytes, 1))
+    struct.pack_into("iiiiiiii", shm, 0, _UNKNOWN, 0, 0, 0, 0, 0, 0, 0)
     # 0700, empty; under $FASTDLLM_SANDBOX_DIR (the EvalPlus worker's: its caller removes it even if the worker is
     # killed before it could remove this), else the system's temporary directory
     workdir = tempfile.mkdtemp(prefix="fastdllm-sandbox-", dir=os.environ.get("FASTDLLM_SANDBOX_DIR") or None)
@@ -138,11 +150,11 @@ def run(target, n_details: int, wall_timeout: float, memory_bytes: int | None = 
         pid_a = os.fork()
         if pid_a == 0:
             _child_a(shm, workdir, target, memory_bytes, cpu_s, mode, private_id)
-        timed_out = not _wait_timeout(pid_a, wall_timeout)
+        timed_out = not _wait_timeout(pid_a, wall_timeout, None if watch is None else lambda: watch(shm))
         with _suppress():  # A is unreaped (alive or a zombie): its process group id is still the sandbox's
             os.killpg(pid_a, signal.SIGKILL)
         _reap(pid_a)
-        stat, progress, flags_a, flags_b, pid_b, abi, err = struct.unpack_from("iiiiiii", shm, 0)
+        stat, progress, flags_a, flags_b, pid_b, abi, err, used = struct.unpack_from("iiiiiiii", shm, 0)
         sig = None
         if pid_b > 0:  # B is now this process's child (subreaper) or already a zombie: its pid is still ours
             with _suppress():
@@ -160,8 +172,8 @@ def run(target, n_details: int, wall_timeout: float, memory_bytes: int | None = 
                 break
             if p == 0:
                 break
-        progress = max(0, min(progress, n_details))
-        return {"stat": stat, "progress": progress, "details": bytes(shm[_HDR:_HDR + progress]), "flags": flags,
+        used = max(0, min(used, data_bytes))
+        return {"stat": stat, "progress": max(0, progress), "data": bytes(shm[_HDR:_HDR + used]), "flags": flags,
                 "timed_out": timed_out, "signal": sig, "landlock_abi": abi, "setup_error": err}
     finally:
         shm.close()
@@ -224,25 +236,30 @@ def probe_with_fallback() -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ EvalPlus check
-def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fast_check, memory_bytes, shm):
-    """EvalPlus 0.3.1's ``unsafe_execute`` (same guard, time limits and oracles), reporting into ``shm``.
+OUTPUT_BYTES = 32 << 20  # room for a check's encoded outputs; an output that does not fit is a failed input
 
-    One difference, a fix: EvalPlus' ``find_zero`` (HumanEval/32) branch checks ``|poly(xs, x)| <= atol`` and then
-    skips recording the input as passed, so no program can pass HumanEval/32; here the pass is recorded.
+
+def _execute(entry_point, code, inputs, time_limits, fast_check, memory_bytes, shm):
+    """EvalPlus 0.3.1's ``unsafe_execute`` (same guard and time limits) without its comparison: each output is
+    sent back to the scorer as a record (:mod:`.verdict`: exact built-in types only) and judged there, so that
+    neither the expected outputs nor the verdict are ever in the solution's process.
+
+    Header: ``progress`` (offset 4) counts the records written, ``used`` (offset 28) their bytes.  An exception
+    (or a per-input time limit) is an error record; with ``fast_check`` it ends the run (``_FAILED``), as in
+    EvalPlus.  The scorer stops the child at the first output that fails under ``fast_check``
+    (:func:`untrusted_check`).
     """
-    # HumanEval/32, the cause of 163/164 for the canonical solutions: in EvalPlus 0.3.1's unsafe_execute the
-    # find_zero oracle is `assert abs(_poly(*inp, out)) <= atol; continue`.  The `continue` jumps over
-    # `details[i] = True; progress.value += 1` at the end of the loop body, so after a fully correct run
-    # progress stays 0, untrusted_check keeps details[:0] == [] and turns `stat == PASS` into FAIL because
-    # `len(details) != len(inputs)`.  The oracle itself is right (the canonical solution meets |poly(x)| <= 1e-4 on
-    # all 100 base inputs): only the bookkeeping was skipped.  Below, record(i, True) precedes the `continue`;
-    # tests/test_humaneval_canonical.py scores all 164 canonical solutions (164/164) and a wrong one (0/164).
     from evalplus.eval.utils import reliability_guard, swallow_io, time_limit
 
-    o = _oracles()  # bound before the guard and before the solution runs, as in EvalPlus
+    pos = _HDR
 
-    def record(i, ok):
-        shm[_HDR + i] = 1 if ok else 0
+    def record(i, kind, payload=b""):
+        nonlocal pos
+        try:
+            pos = verdict.write_record(shm, pos, kind, payload)
+        except OverflowError:
+            pos = verdict.write_record(shm, pos, verdict.REC_ERROR, b"")
+        struct.pack_into("i", shm, 28, pos - _HDR)
         struct.pack_into("i", shm, 4, i + 1)
 
     reliability_guard(maximum_memory_bytes=memory_bytes)
@@ -256,76 +273,16 @@ def _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fa
                 with time_limit(time_limits[i]):
                     with swallow_io():
                         out = fn(*inp)
-                atol = _check_output(o, dataset, entry_point, inp, out, expected[i], atol)
-            except _FindZeroPassed:
-                record(i, True)  # EvalPlus 0.3.1 forgets this before its `continue` (see above)
-                continue
+                    payload = verdict.encode(out)  # under the time limit too: a huge output is a failed input
             except BaseException:
-                record(i, False)
+                record(i, verdict.REC_ERROR)
                 if fast_check:
                     raise
                 continue
-            record(i, True)
+            record(i, verdict.REC_OUTPUT, payload)
         struct.pack_into("i", shm, 0, _SUCCESS)
     except BaseException:
         struct.pack_into("i", shm, 0, _FAILED)
-
-
-class _FindZeroPassed(Exception):
-    """HumanEval/32's oracle accepted the output (EvalPlus' ``continue`` past the generic comparison)."""
-
-
-def _oracles():
-    """numpy and EvalPlus' comparison helpers and special oracles, imported once."""
-    from types import SimpleNamespace
-
-    import numpy as np
-    from evalplus.eval import is_floats
-    from evalplus.eval._special_oracle import (MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS,
-                                               _digit_distance_nums, _poly, _surface_Area)
-
-    return SimpleNamespace(np=np, is_floats=is_floats, set_eq=MBPP_OUTPUT_SET_EQ_TASKS,
-                           not_none=MBPP_OUTPUT_NOT_NONE_TASKS, digit_distance_nums=_digit_distance_nums, poly=_poly,
-                           surface_area=_surface_Area)
-
-
-def _check_output(o, dataset: str, entry_point: str, inp, out, exp, atol):
-    """EvalPlus 0.3.1's comparison of one output (its special oracles ``o`` included): raises on a mismatch (an
-    ``AssertionError``, as EvalPlus), :class:`_FindZeroPassed` when HumanEval/32's oracle accepts it; returns the
-    tolerance for the next inputs (EvalPlus sets 1e-6 for good once a float output is expected with ``atol`` 0)."""
-    exact_match = out == exp
-    if dataset == "mbpp":
-        exact_match = _mbpp_match(o, entry_point, inp, out, exp, atol, exact_match)
-    if dataset == "humaneval" and "find_zero" == entry_point:
-        assert abs(o.poly(*inp, out)) <= atol
-        raise _FindZeroPassed
-    if atol == 0 and o.is_floats(exp):
-        atol = 1e-6
-    if not exact_match and atol != 0:
-        assert type(out) == type(exp)  # noqa: E721 - EvalPlus' check
-        if isinstance(exp, (list, tuple)):
-            assert len(out) == len(exp)
-        assert o.np.allclose(out, exp, rtol=1e-07, atol=atol)
-    else:
-        assert exact_match
-    return atol
-
-
-def _mbpp_match(o, entry_point: str, inp, out, exp, atol, exact_match):
-    """EvalPlus' special oracles of MBPP tasks whose reference output is not the only right one."""
-    if "are_equivalent" == entry_point:
-        return exact_match or True
-    if "sum_div" == entry_point:
-        return exact_match or out == 0
-    if "surface_Area" == entry_point:
-        return exact_match or abs(out - o.surface_area(*inp)) <= atol
-    if "digit_distance_nums" == entry_point:
-        return exact_match or out == o.digit_distance_nums(*inp)
-    if entry_point in o.set_eq:
-        return set(out) == set(exp)
-    if entry_point in o.not_none:
-        return out == exp if isinstance(out, bool) else exp == (out is not None)
-    return exact_match
 
 
 def untrusted_check(dataset: str, code: str, inputs: list, entry_point: str, expected, atol, ref_time: list,
@@ -348,10 +305,23 @@ def untrusted_check(dataset: str, code: str, inputs: list, entry_point: str, exp
         timeout += 1
 
     def target(shm):
-        _execute(dataset, entry_point, code, inputs, expected, time_limits, atol, fast_check, memory_bytes, shm)
+        verdict.forget_secrets(expected)  # this child's copy only: the scorer keeps its own
+        _execute(entry_point, code, inputs, time_limits, fast_check, memory_bytes, shm)
 
-    r = run(target, len(inputs), timeout + 1, memory_bytes)
-    details = [b == 1 for b in r["details"]]
+    judge = verdict.Judge(dataset, entry_point, inputs, expected, atol, fast_check)
+
+    def watch(shm):  # judge the outputs as they arrive: stop at the first failure under fast_check, as EvalPlus
+        count = struct.unpack_from("i", shm, 4)[0]  # read before `used`: the child writes `used` first
+        used = max(0, min(struct.unpack_from("i", shm, 28)[0], OUTPUT_BYTES))
+        judge.feed(shm, _HDR, _HDR + used, count, live=True)
+        return fast_check and not all(judge.details)
+
+    r = run(target, OUTPUT_BYTES, timeout + 1, memory_bytes, watch)
+    final = verdict.Judge(dataset, entry_point, inputs, expected, atol, fast_check)  # on the child's last word
+    final.feed(r["data"], 0, len(r["data"]), r["progress"])
+    details = final.details
+    if fast_check and not all(details):
+        return FAIL, details, r
     stat = {_SUCCESS: PASS, _FAILED: FAIL}.get(r["stat"])
     if stat is None:
         stat = FAIL if r["signal"] == signal.SIGSYS else TIMEOUT

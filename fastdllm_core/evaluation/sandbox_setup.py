@@ -18,12 +18,12 @@ F_SESSION, F_RLIMITS, F_USERNS = 1 << 0, 1 << 1, 1 << 3
 F_PIDNS, F_NETNS, F_IPCNS, F_MOUNT_RO = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 F_LANDLOCK_FS, F_LANDLOCK_NET, F_LANDLOCK_SCOPE, F_NO_NEW_PRIVS = 1 << 8, 1 << 9, 1 << 10, 1 << 11
 F_NO_CAPS, F_SECCOMP, F_WORKDIR = 1 << 12, 1 << 13, 1 << 14
-F_PRIVATE_UID, F_NPROC, F_READ_CAP_ONLY = 1 << 15, 1 << 16, 1 << 17
+F_PRIVATE_UID, F_NPROC, F_READ_CAP_ONLY, F_LANDLOCK_READ = 1 << 15, 1 << 16, 1 << 17, 1 << 18
 FLAG_NAMES = {F_SESSION: "session", F_RLIMITS: "rlimits", F_PRIVATE_UID: "private-uid", F_NPROC: "nproc-bound",
               F_USERNS: "userns", F_PIDNS: "pidns", F_NETNS: "netns", F_IPCNS: "ipcns", F_MOUNT_RO: "mountns-readonly",
               F_LANDLOCK_FS: "landlock-fs", F_LANDLOCK_NET: "landlock-net", F_LANDLOCK_SCOPE: "landlock-scope",
               F_NO_NEW_PRIVS: "no-new-privs", F_NO_CAPS: "no-caps", F_READ_CAP_ONLY: "cap-dac-read-search-only",
-              F_SECCOMP: "seccomp", F_WORKDIR: "workdir"}
+              F_SECCOMP: "seccomp", F_WORKDIR: "workdir", F_LANDLOCK_READ: "landlock-read"}
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET, CLONE_THREAD = 0x20000000, 0x40000000, 0x00010000
@@ -132,30 +132,62 @@ def _mount_readonly(workdir: str) -> None:
     _check(_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, wd, 0, attr, len(attr)), "mount_setattr workdir")
 
 
+# what a solution may read besides its own working directory (Landlock): the Python installation and the system's
+# shared libraries (so that modules and C extensions still import), nothing else: not the dataset file, not
+# EvalPlus' ground-truth cache, not the project, not $HOME
+SYSTEM_READ_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
+SYSTEM_READ_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom", "/dev/zero")
+
+
+def read_roots() -> tuple[list[str], list[str]]:
+    """(directories, files) a solution may read beneath: ``sys.prefix``/``base_prefix``/``exec_prefix``, the
+    site-packages directories, the system's library directories and a few files (the dynamic loader's cache)."""
+    import site
+
+    dirs = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *SYSTEM_READ_DIRS]
+    try:
+        dirs += [*site.getsitepackages(), site.getusersitepackages()]
+    except AttributeError:  # a virtualenv's old site module
+        pass
+    dirs = sorted({os.path.realpath(d) for d in dirs if d and os.path.isdir(d)})
+    return dirs, [f for f in SYSTEM_READ_FILES if os.path.exists(f)]
+
+
+def _ll_rule(rfd: int, path: str, access: int) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        rule = struct.pack("=Qi", access, fd)
+        _check(_libc.syscall(SYS_LL_ADD_RULE, rfd, LL_RULE_PATH_BENEATH, rule, 0), f"landlock rule {path}")
+    finally:
+        os.close(fd)
+
+
 def _landlock(abi: int) -> int:
-    """Restrict this process: writes of any kind only beneath the cwd (and /dev/null); no TCP; scoped signals."""
+    """Restrict this process: writes of any kind only beneath the cwd (and /dev/null); reads only beneath the cwd
+    and :func:`read_roots`; no TCP; scoped signals."""
     fs = (LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_CHAR | LL_MAKE_DIR | LL_MAKE_REG | LL_MAKE_SOCK
-          | LL_MAKE_FIFO | LL_MAKE_BLOCK | LL_MAKE_SYM)
+          | LL_MAKE_FIFO | LL_MAKE_BLOCK | LL_MAKE_SYM | LL_READ_FILE | LL_READ_DIR)
     fs |= LL_REFER if abi >= 2 else 0
     fs |= LL_TRUNCATE if abi >= 3 else 0
     fs |= LL_IOCTL_DEV if abi >= 5 else 0
     net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP if abi >= 4 else 0
     scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL if abi >= 6 else 0
     attr = struct.pack("QQQ", fs, net, scoped)[: 8 if abi < 4 else 16 if abi < 6 else 24]
+    dirs, files = read_roots()  # computed (and opened) before the ruleset applies
     rfd = _check(_libc.syscall(SYS_LL_CREATE, attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)),
                  "landlock_create_ruleset")
     try:
-        for path, access in ((".", fs), ("/dev/null", LL_WRITE_FILE | (LL_TRUNCATE if abi >= 3 else 0))):
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                rule = struct.pack("=Qi", access, fd)
-                _check(_libc.syscall(SYS_LL_ADD_RULE, rfd, LL_RULE_PATH_BENEATH, rule, 0), f"landlock rule {path}")
-            finally:
-                os.close(fd)
+        _ll_rule(rfd, ".", fs)
+        _ll_rule(rfd, "/dev/null", LL_WRITE_FILE | LL_READ_FILE | (LL_TRUNCATE if abi >= 3 else 0))
+        for d in dirs:
+            _ll_rule(rfd, d, LL_READ_FILE | LL_READ_DIR)
+        for f in files:
+            if f != "/dev/null":
+                _ll_rule(rfd, f, LL_READ_FILE)
         _check(_libc.syscall(SYS_LL_RESTRICT, rfd, 0), "landlock_restrict_self")
     finally:
         os.close(rfd)
-    return F_LANDLOCK_FS | (F_LANDLOCK_NET if net else 0) | (F_LANDLOCK_SCOPE if scoped else 0)
+    return F_LANDLOCK_FS | F_LANDLOCK_READ | (F_LANDLOCK_NET if net else 0) | (F_LANDLOCK_SCOPE if scoped else 0)
 
 
 def _seccomp() -> bool:
