@@ -210,8 +210,9 @@ def _score_in(scratch: Path, dataset_file, task, solutions, base_only, min_time_
     doc = json.loads(out.read_text())
     box = doc.get("sandbox", {})
     if not box.get("full") or box.get("fallback_from"):
-        log.warning("model-written code ran in a weaker sandbox than the full set: %s%s (README: 'Sandbox for "
-                    "model-written code')", box.get("description"),
+        log.warning("model-written code ran in a weaker sandbox than the full set: %s (missing: %s)%s (README: "
+                    "'Sandbox for model-written code')", box.get("description"),
+                    ", ".join(box.get("missing") or ["?"]),
                     f", mode {box.get('mode')} after {box['fallback_from']} failed" if box.get("fallback_from") else "")
     if box.get("setup_failures"):
         log.warning("%d check(s) could not set up their sandbox and were scored as not passing",

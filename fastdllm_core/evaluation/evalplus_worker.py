@@ -125,7 +125,8 @@ def _sandbox_report(sandbox, results: list[dict], probe: dict, dataset: str) -> 
         flags &= r["flags"]
     used = sandbox.describe(flags if results else probe["flags"], probe["landlock_abi"])
     if results and flags != probe["flags"]:
-        print(f"WARNING: some solutions ran with less than the probed sandbox: {used}", file=sys.stderr)
+        print(f"WARNING: some solutions ran with less than the probed sandbox: {used} (missing: "
+              f"{', '.join(sandbox.missing(flags)) or 'nothing of the full set'})", file=sys.stderr)
     setup_failures = sum(r["setup_failures"] for r in results)
     if setup_failures:
         print(f"WARNING: {setup_failures} check(s) could not set up their sandbox and were scored as not passing",
@@ -134,7 +135,8 @@ def _sandbox_report(sandbox, results: list[dict], probe: dict, dataset: str) -> 
     if readable:
         print(f"WARNING: solutions could read {readable}: beneath the Python installation or a system library "
               f"directory that the sandbox leaves readable", file=sys.stderr)
-    return {"description": used, "full": sandbox.is_full(flags if results else probe["flags"]),
+    in_force = flags if results else probe["flags"]
+    return {"description": used, "full": sandbox.is_full(in_force), "missing": sandbox.missing(in_force),
             "mode": probe["mode"], "landlock_abi": probe["landlock_abi"],
             "fallback_from": probe["fallback_from"], "setup_failures": setup_failures, "readable_data": readable}
 

@@ -142,7 +142,10 @@ def run(target, data_bytes: int, wall_timeout: float, memory_bytes: int | None =
     struct.pack_into("iiiiiiii", shm, 0, _UNKNOWN, 0, 0, 0, 0, 0, 0, 0)
     # 0700, empty; under $FASTDLLM_SANDBOX_DIR (the EvalPlus worker's: its caller removes it even if the worker is
     # killed before it could remove this), else the system's temporary directory
-    workdir = tempfile.mkdtemp(prefix="fastdllm-sandbox-", dir=os.environ.get("FASTDLLM_SANDBOX_DIR") or None)
+    # absolute: the child enters it (chdir) before it hands it to the private uid (chown) and to Landlock; a relative
+    # path (a DAG job's results/...) would then name nothing and root's private uid would be lost
+    workdir = os.path.abspath(tempfile.mkdtemp(prefix="fastdllm-sandbox-",
+                                               dir=os.environ.get("FASTDLLM_SANDBOX_DIR") or None))
     _STATE["counter"] += 1  # a uid no one else uses, unique per (scoring process, check): root's sandboxes run as it
     private_id = 0x40000000 + ((os.getpid() & 0x3FFFFF) << 8) + (_STATE["counter"] & 0xFF)
     cpu_s = int(math.ceil(wall_timeout)) + 1
@@ -200,8 +203,18 @@ REQUIRED = F_SESSION | F_RLIMITS | F_WORKDIR | F_NO_NEW_PRIVS
 
 def is_full(flags: int) -> bool:
     """Writes outside the working directory denied by the OS, PID namespace, seccomp."""
-    return bool(flags & REQUIRED == REQUIRED and flags & (F_LANDLOCK_FS | F_MOUNT_RO) and flags & F_PIDNS
-                and flags & F_SECCOMP and flags & F_NPROC and flags & (F_NO_CAPS | F_READ_CAP_ONLY))
+    return not missing(flags)
+
+
+def missing(flags: int) -> list[str]:
+    """What the full set needs and ``flags`` lacks, by name (empty: the full set)."""
+    out = [name for bit, name in FLAG_NAMES.items() if bit & REQUIRED and not flags & bit]
+    for need, name in ((F_LANDLOCK_FS | F_MOUNT_RO, "landlock-fs or mountns-readonly"), (F_PIDNS, "pidns"),
+                       (F_SECCOMP, "seccomp"), (F_NPROC, "nproc-bound (as root: private-uid)"),
+                       (F_NO_CAPS | F_READ_CAP_ONLY, "no-caps or cap-dac-read-search-only")):
+        if not flags & need:
+            out.append(name)
+    return out
 
 
 def probe() -> dict:
