@@ -57,7 +57,7 @@ if [ -n "$keep" ]; then
   (cd "$work/idle/repo" && tar --exclude='*/checkpoints' --exclude='*.safetensors' --exclude='*.bin' -cf - results) \
     | tar -C "$keep" -xf -
 fi
-busy_wall=null busy_rate=null
+busy_wall=None busy_rate=None  # Python literals: the summary below is written by Python
 if [ "$busy" -gt 0 ]; then
   for _ in $(seq "$busy"); do
     OMP_NUM_THREADS=2 python -c "

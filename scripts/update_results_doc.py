@@ -2,7 +2,8 @@
 
     python scripts/update_results_doc.py [--cores 2]       # ~20 min: time_embedded_default.sh on a clean clone of
                                                            # HEAD, then write the page and the README's copy
-    python scripts/update_results_doc.py --from DIR        # a kept run (DIR/tiny/summary.md, from --keep)
+    python scripts/update_results_doc.py --from DIR        # a kept run (DIR/tiny/summary.md; the last run
+                                                           # is kept in results/embedded_default_run/results)
     python scripts/update_results_doc.py --check SUMMARY   # compare a fresh run's results/tiny/summary.md with
                                                            # the committed page (timing and provenance excluded)
 
@@ -18,9 +19,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,14 +81,15 @@ def main(argv=None) -> int:
         raise SystemExit("commit first: the run is made from a clean clone of HEAD, so uncommitted changes would "
                          f"not be in it:\n{dirty}")
     timing = None
-    with tempfile.TemporaryDirectory() as tmp:
-        src = args.src
-        if src is None:
-            subprocess.run(["bash", "scripts/time_embedded_default.sh", str(args.cores), "--keep", tmp], cwd=ROOT,
-                           check=True)
-            src = Path(tmp) / "results"
-            timing = json.loads((ROOT / "results/benchmarks/embedded_default_time.json").read_text())
-        page = (src / "tiny" / "summary.md").read_text()
+    src = args.src
+    if src is None:  # the run's results are kept (git-ignored) so that a failure after the run loses nothing
+        keep = ROOT / "results" / "embedded_default_run"
+        shutil.rmtree(keep, ignore_errors=True)
+        subprocess.run(["bash", "scripts/time_embedded_default.sh", str(args.cores), "--keep", str(keep)], cwd=ROOT,
+                       check=True)
+        src = keep / "results"
+        timing = json.loads((ROOT / "results/benchmarks/embedded_default_time.json").read_text())
+    page = (src / "tiny" / "summary.md").read_text()
     here = source_fingerprint(ROOT)
     if fingerprint_of(page) != here:
         raise SystemExit(f"the run's source fingerprint {fingerprint_of(page)} is not this tree's {here}: it was "
