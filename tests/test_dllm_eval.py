@@ -144,3 +144,68 @@ def test_attention_implementations_give_the_same_tokens(setup):
         lm = load_model(str(dirs["llada"]), dtype="float32", attn_implementation=attn)
         got[attn] = {m: mdm_generate(lm, ps, m, c, stop_token_ids=[]).sequences for m, c in cfgs.items()}
     assert got["eager"] == got["sdpa"] == got["flex_attention"]
+
+
+# ------------------------------------------------------------------ loglikelihood_method=exact
+@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_exact_weights_count_each_masked_token_once(family, k):
+    """A constant loss c per masked token has expectation k*c under both estimators (the loss weight undoes the
+    masking probability): sum_m C(k, m) * m * w(m) = k."""
+    import math
+
+    from fastdllm_core.evaluation.lm_model import exact_weights
+
+    w = exact_weights(k, family, eps=1e-3)
+    assert sum(math.comb(k, m) * m * w[m - 1] for m in range(1, k + 1)) == pytest.approx(k, rel=1e-12)
+
+
+def test_exact_dream_weights_match_numerical_integration():
+    import numpy as np
+
+    from fastdllm_core.evaluation.lm_model import exact_weights
+
+    t = (np.arange(200000) + 0.5) / 200000
+    p = (1 - 0.05) * t + 0.05
+    want = [np.mean(p ** (m - 1) * (1 - p) ** (4 - m)) for m in range(1, 5)]
+    assert exact_weights(4, "dream", eps=0.05) == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+def test_exact_likelihood_is_the_monte_carlo_estimators_expectation(setup, family):
+    """The Monte Carlo estimate with many samples converges on the exact value (within 4 standard errors of the
+    sample mean), for a three-token continuation; one token under LLaDA is one forward, equal to MC with one
+    sample."""
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+
+    models, _, _ = setup
+    ctx, cont = [10, 11, 12, 13, 20], [14, 15, 16]
+    exact = FastDLLMv2(model=models[family], mode=family, max_new_tokens=8, loglikelihood_method="exact",
+                       batch_size=4)
+    assert exact.ll_method == "exact" and "mc_num" not in exact.model_info
+    e, greedy = exact._exact_loglik(ctx, cont)
+    assert greedy is False and e < 0
+    mc = FastDLLMv2(model=models[family], mode=family, max_new_tokens=8, mc_num=64, batch_size=64, seed=1)
+    samples = torch.tensor([mc._mc_loglik(ctx, cont)[0] for _ in range(40)], dtype=torch.float64)
+    se = samples.std() / len(samples) ** 0.5
+    assert abs(samples.mean().item() - e) < 4 * se.item() + 1e-9, (e, samples.mean().item(), se.item())
+    if family == "llada":
+        one = FastDLLMv2(model=models[family], mode=family, max_new_tokens=8, mc_num=1, batch_size=1)
+        assert exact._exact_loglik(ctx, [14])[0] == pytest.approx(one._mc_loglik(ctx, [14])[0], rel=1e-6)
+
+
+def test_exact_likelihood_rows_and_refusal(setup, tmp_path):
+    from fastdllm_core.evaluation.lm_model import EXACT_MAX_TOKENS, FastDLLMv2
+
+    models, _, suite = setup
+    decode = DecodeConfig(max_new_tokens=8).with_mode_defaults("dream")
+    rows = run_task(models["dream"], "synth_mc", mode="dream", decode=decode, batch_size=4, limit=3,
+                    out_dir=tmp_path, data_path=suite["synth_mc_test"], loglikelihood_method="exact")
+    acc = {r["metric"]: r for r in rows}["acc"]
+    assert acc["status"] == "ok" and acc["loglikelihood_method"] == "exact" and acc["mc_num"] == ""
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["mc_num"] is None
+    lm = FastDLLMv2(model=models["dream"], mode="dream", max_new_tokens=8, loglikelihood_method="exact")
+    with pytest.raises(ValueError, match=f"at most {EXACT_MAX_TOKENS}"):
+        lm._loglikelihood_tokens([(("c", "x"), [10, 11], [12] * (EXACT_MAX_TOKENS + 1))])
+    with pytest.raises(ValueError, match="does not apply to mode bd"):
+        FastDLLMv2(model=models["dream"], mode="bd", loglikelihood_method="exact")

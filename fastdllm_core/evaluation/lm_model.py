@@ -74,7 +74,9 @@ except ImportError as exc:  # pragma: no cover
     raise ImportError("lm-eval is required for fastdllm_core.evaluation (pip install lm-eval)") from exc
 
 MODEL_NAME = "fast_dllm_v2"
-LL_METHODS = ("first_token", "chain", "mc")
+LL_METHODS = ("first_token", "chain", "mc", "exact")
+MDM_LL_METHODS = ("mc", "exact")  # the masked-diffusion modes' likelihoods
+EXACT_MAX_TOKENS = 10  # loglikelihood_method=exact: at most 2**10 - 1 mask patterns per request
 TASK_LENGTH = "task"  # max_new_tokens=task: each benchmark's own generation length
 # lm-eval's default generation length when a task's generation_kwargs set none (lm_eval.models.utils.
 # normalize_gen_kwargs / HFLM's max_gen_toks)
@@ -108,6 +110,30 @@ def _merge_cli_config(args: dict, extra: dict | None) -> None:
             log.warning("lm-eval asked for device %s but CUDA is not available: using cpu", v)
             v = "cpu"
         args[k] = v
+
+
+def exact_weights(k: int, family: str, eps: float = 1e-3) -> list[float]:
+    """``w[m-1]``: the weight of one mask set of size ``m`` among ``k`` continuation tokens in the expectation of
+    the family's Monte Carlo likelihood estimator (``E = sum_S w(|S|) sum_{i in S} CE_i(S)``).
+
+    LLaDA (``get_log_likelihood.py``): ``m`` uniform on 1..k, the set uniform among the ``C(k, m)`` of that size,
+    loss divided by ``m / k``: ``w(m) = 1 / (m C(k, m))``.  Dream (``_eval_target_nll_mc``): each token masked
+    independently with ``p = (1 - eps) t + eps``, ``t ~ U(0, 1)``, loss divided by ``p``:
+    ``w(m) = int_0^1 p^(m-1) (1 - p)^(k-m) dt`` (Gauss-Legendre, exact for this degree-(k-1) polynomial)."""
+    import math
+
+    import numpy as np
+
+    if k < 1:
+        raise ValueError(f"a continuation needs at least one token, got k={k}")
+    if family == "llada":
+        return [1.0 / (m * math.comb(k, m)) for m in range(1, k + 1)]
+    if family != "dream":
+        raise ValueError(f"family must be 'llada' or 'dream', got {family!r}")
+    x, wq = np.polynomial.legendre.leggauss(k + 1)
+    t = (x + 1) / 2
+    p = (1 - eps) * t + eps
+    return [float(np.sum(wq / 2 * p ** (m - 1) * (1 - p) ** (k - m))) for m in range(1, k + 1)]
 
 
 def _request_name(i: int, req) -> str:
@@ -155,9 +181,10 @@ class FastDLLMv2(TemplateLM):
         self.mode = mode
         self.ar_baseline = ar_baseline
         self.ll_method = loglikelihood_method
-        if (mode in MDM_MODES) != (loglikelihood_method == "mc"):
-            raise ValueError(f"loglikelihood_method={loglikelihood_method!r} does not apply to mode {mode} (mc is the "
-                             "masked-diffusion modes' Monte Carlo estimate; first_token / chain the others')")
+        if (mode in MDM_MODES) != (loglikelihood_method in MDM_LL_METHODS):
+            raise ValueError(f"loglikelihood_method={loglikelihood_method!r} does not apply to mode {mode} (mc / exact "
+                             "are the masked-diffusion modes' Monte Carlo estimate and its exact expectation; "
+                             "first_token / chain the others')")
         self.mc_num = int(mc_num)
         if self.mc_num <= 0:
             raise ValueError(f"mc_num must be a positive integer, got {mc_num!r}")
@@ -219,7 +246,7 @@ class FastDLLMv2(TemplateLM):
     def model_info(self) -> dict:
         info = {"source": self.lm.source, "mode": self.mode, **asdict(self.decode),
                 "ar_baseline": self.ar_baseline, "loglikelihood_method": self.ll_method}
-        if self.mode in MDM_MODES:
+        if self.ll_method == "mc":
             info["mc_num"] = self.mc_num
         if self.task_lengths:
             info["max_new_tokens"] = TASK_LENGTH
@@ -373,11 +400,19 @@ class FastDLLMv2(TemplateLM):
         names = getattr(self, "_request_names", None) or [f"request {i}" for i in range(len(requests))]
         # every request is fitted to the context before the first forward pass
         fitted = [self._fit_loglikelihood(i, ctx, cont, names[i]) for i, (_, ctx, cont) in enumerate(requests)]
+        if self.ll_method == "exact":  # refused before the first forward pass, naming the request
+            for i, (_, _, cont) in enumerate(requests):
+                if len(cont) > EXACT_MAX_TOKENS:
+                    raise ValueError(f"{names[i]}: loglikelihood_method=exact enumerates the 2**k - 1 mask patterns of "
+                                     f"a k-token continuation; this one has {len(cont)} tokens (at most "
+                                     f"{EXACT_MAX_TOKENS}): use loglikelihood_method=mc")
         res = []
         for (args, _, cont), ctx in zip(tqdm(requests, disable=disable_tqdm,
                                              desc=f"loglikelihood ({self.mode}, {self.ll_method})"), fitted):
             if self.mode == "ar":
                 score, greedy = self._ar_loglik(ctx, cont)
+            elif self.ll_method == "exact":
+                score, greedy = self._exact_loglik(ctx, cont)
             elif self.mode in MDM_MODES:
                 score, greedy = self._mc_loglik(ctx, cont)
             else:
@@ -440,6 +475,36 @@ class FastDLLMv2(TemplateLM):
             loss = F.cross_entropy(logits[is_mask], seq[is_mask], reduction="none") / p_mask[is_mask]
             losses.append(loss.sum().item() / b)
         return -sum(losses) / len(losses), False
+
+    @torch.no_grad()
+    def _exact_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
+        """The expectation of :meth:`_mc_loglik`'s estimator, computed exactly: every non-empty set ``S`` of masked
+        continuation positions is forwarded once, and ``sum_{i in S} CE_i(S)`` is weighted by the probability the
+        family's sampler gives ``S`` times its loss weight, integrated over the noise level (:func:`exact_weights`).
+        Same quantity as ``mc`` with ``mc_num`` -> infinity, without its sampling noise; ``2**k - 1`` rows for a
+        ``k``-token continuation (one row for a one-token answer, where ``mc`` runs ``mc_num``)."""
+        import torch.nn.functional as F
+
+        dev, mask_id = self._device, self.lm.mask_token_id
+        k = len(cont)
+        full = list(ctx) + list(cont) + ([self.tokenizer.eos_token_id] if self.lm.family.logit_shift else [])
+        seq = torch.tensor(full, device=dev)
+        patterns = torch.tensor([[(s >> j) & 1 for j in range(k)] for s in range(1, 2 ** k)], dtype=torch.bool,
+                                device=dev)
+        weights = torch.tensor(exact_weights(k, "dream" if self.lm.family.logit_shift else "llada",
+                                             self.decode.eps), dtype=torch.float64, device=dev)
+        total = 0.0
+        for lo in range(0, len(patterns), self.batch_size):
+            pat = patterns[lo:lo + self.batch_size]
+            is_mask = torch.zeros(len(pat), len(full), dtype=torch.bool, device=dev)
+            is_mask[:, len(ctx):len(ctx) + k] = pat
+            batch = seq.repeat(len(pat), 1)
+            logits = self._mdm_logits(torch.where(is_mask, mask_id, batch))
+            ce = F.cross_entropy(logits[is_mask], batch[is_mask], reduction="none")  # masked positions only
+            per_row = torch.zeros(len(pat), dtype=torch.float64, device=dev).index_add_(
+                0, is_mask.nonzero()[:, 0], ce.double())
+            total += (per_row * weights[pat.sum(1) - 1]).sum().item()
+        return -total, False
 
     def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int], name: str | None = None) -> list[int]:
         """The context of request ``i`` such that context + continuation (+ the [MASK]) fits the context length."""

@@ -281,7 +281,7 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
              model_label: str | None = None, seed: int = 0, extra: dict | None = None, device: str = "cpu",
              ar_baseline: str = "hf", code_opts: dict | None = None,
              max_new_tokens: int | str | None = None, truncate_prompts: bool = False,
-             mc_num: int = 128) -> list[dict]:
+             mc_num: int = 128, loglikelihood_method: str | None = None) -> list[dict]:
     """Score ``model`` (a source string or a :class:`LoadedModel`) on ``task``; write the result files.
 
     Raises :class:`TaskUnavailable` when the task's data cannot be loaded here (the message names the fix),
@@ -295,9 +295,10 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     column of every row (empty when the task generates nothing, e.g. multiple choice) and
     ``max_new_tokens_source`` says where it came from.  Masked-diffusion modes (``llada`` / ``dream`` / ``v1``):
     the sampler's generation length is the setting's (``task`` is refused); multiple-choice tasks use the Monte
-    Carlo likelihood with ``mc_num`` samples (the ``mc_num`` column).  Every row carries the decoding columns of
-    :meth:`DecodeConfig.row_fields` (``gen_length``, ``steps``, ``remasking``, ``alg``, ``cache`` ...).
-    A prompt that does not fit the model's context with ``max_new_tokens`` is refused
+    Carlo likelihood with ``mc_num`` samples (the ``mc_num`` column), or its exact expectation with
+    ``loglikelihood_method="exact"`` (every mask pattern of the continuation; no ``mc_num``).  Every row carries
+    the decoding columns of :meth:`DecodeConfig.row_fields` (``gen_length``, ``steps``, ``remasking``, ``alg``,
+    ``cache`` ...).  A prompt that does not fit the model's context with ``max_new_tokens`` is refused
     (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
     ``truncated_prompts`` column).
     """
@@ -319,11 +320,12 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     with out_dir_lock(out_dir, f"evaluation ({task})"):  # a second concurrent writer of out_dir is refused
         return _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style,
                                 model_label, seed, extra, device, ar_baseline, code_opts, truncate_prompts,
-                                task_lengths, mc_num)
+                                task_lengths, mc_num, loglikelihood_method)
 
 
 def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style, model_label,
-                     seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths, mc_num):
+                     seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths, mc_num,
+                     loglikelihood_method):
     check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
     from .lm_model import FastDLLMv2
 
@@ -332,6 +334,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
     lm = FastDLLMv2(model=loaded, mode=mode, **dict(decode.to_dict(), max_new_tokens="task" if task_lengths else
                                                    decode.max_new_tokens),
                     batch_size=batch_size, ar_baseline=ar_baseline, truncate_prompts=truncate_prompts,
+                    loglikelihood_method=loglikelihood_method,
                     **({"mc_num": mc_num} if mode in MDM_MODES else {}))
     t0 = time.perf_counter()
     if task in CODE_TASKS:
@@ -347,7 +350,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
-           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if mode in MDM_MODES else None,
+           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if lm.ll_method == "mc" else None,
            "ar_generation": dict(AR_GENERATION) if mode == "ar" else None}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
     fewshot = _fewshot(info.get("num_fewshot"))
@@ -389,7 +392,7 @@ def _likelihood_fields(lm, task) -> dict:
     if lm.used_max_new_tokens or task in CODE_TASKS:
         return {"loglikelihood_method": "", "mc_num": ""}
     return {"loglikelihood_method": lm.ll_method if lm.mode != "ar" else "causal",
-            "mc_num": lm.mc_num if lm.mode in MDM_MODES else ""}
+            "mc_num": lm.mc_num if lm.ll_method == "mc" else ""}
 
 
 def _lengths_used(lm, task: str, task_lengths: bool):

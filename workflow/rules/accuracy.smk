@@ -18,6 +18,8 @@ rule evaluate:
         max_new_tokens=config["decode"]["max_new_tokens"],
         batch_size=config["eval"]["batch_size"],
         limit=config["eval"].get("limit"),
+        mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
+        mc_num=config["eval"].get("mc_num", 128),
         cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
         summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job]),
     log:

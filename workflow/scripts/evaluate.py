@@ -31,6 +31,8 @@ with logged(snakemake):  # noqa: F821
                     "task": task, "mode": p.mode,
                     "max_new_tokens": p.max_new_tokens, "batch_size": p.batch_size, "limit": p.limit,
                     "seed": config["seed"], "device": device, "dtype": config.get("dtype", "auto"), "code": code}
+        if p.mode in MDM_MODES:  # multiple choice on a masked-diffusion model: its likelihood method
+            base_key.update(mdm_loglikelihood=p.mdm_loglikelihood, mc_num=int(p.mc_num))
         for point in points:
             key = config_hash(dict(base_key, point=point))
             kf, cf = Path(p.cache_dir) / task / f"{point}.key.json", Path(p.cache_dir) / task / f"{point}.csv"
@@ -69,7 +71,9 @@ with logged(snakemake):  # noqa: F821
                                 limit=plan.point_limit(point) or p.limit, out_dir=cache / point,
                                 data_path=p.data_paths[task], model_label=p.label, seed=int(config["seed"]),
                                 extra=extra, device=device,
-                                max_new_tokens="task" if task_len and mode not in MDM_MODES else None)
+                                max_new_tokens="task" if task_len and mode not in MDM_MODES else None,
+                                **({"loglikelihood_method": p.mdm_loglikelihood, "mc_num": int(p.mc_num)}
+                                   if mode in MDM_MODES else {}))
             except TaskUnavailable as exc:
                 print(f"{task} {point}: task unavailable: {exc.reason}")
                 rows = [{"model": p.source, "model_label": p.label, "task": task, "metric": "", "value": "",
