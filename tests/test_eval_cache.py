@@ -127,7 +127,8 @@ def _run_evaluate(tmp_path, data_path, monkeypatch, measured):
     monkeypatch.setattr(jobs, "code_fingerprint", lambda: "code")
     params = SimpleNamespace(source=str(tmp_path / "ck"), points={"gsm8k": ["bd_b32_s8_t1_c0"]},
                              data_paths={"gsm8k": str(data_path)}, mode="bd", max_new_tokens=16, batch_size=2,
-                             limit=2, cache_dir=str(tmp_path / "cache"), model="m", label="m")
+                             limit=2, cache_dir=str(tmp_path / "cache"), model="m", label="m",
+                             verdict_cache=str(tmp_path / "verdicts"), mdm_loglikelihood="mc", mc_num=128)
     config = {"seed": 0, "device": "cpu", "scale": "t", "models": {"m": {"mode": "bd"}}}
     sm = SimpleNamespace(params=params, config=config, input=SimpleNamespace(model=[]), log=[], threads=1,
                          output=[str(tmp_path / "out.csv")], scriptdir=str(ROOT / "workflow" / "scripts"),

@@ -62,7 +62,8 @@ def test_evaluation_job_goes_on_past_a_task_missing_its_extra(ck, tmp_path, monk
     params = SimpleNamespace(source=str(ck), points={"minerva_math": ["ar"], "synth_arith": ["ar"]},
                              data_paths={"minerva_math": None, "synth_arith": suite["synth_arith_test"]},
                              mode="ar", max_new_tokens=8, batch_size=2, limit=1, cache_dir=str(tmp_path / "cache"),
-                             model="m", label="m")
+                             model="m", label="m", verdict_cache=str(tmp_path / "verdicts"),
+                             mdm_loglikelihood="mc", mc_num=128)
     config = {"seed": 0, "device": "cpu", "scale": "t", "models": {"m": {"mode": "ar"}}}
     sm = SimpleNamespace(params=params, config=config, input=SimpleNamespace(model=[]), log=[], threads=1,
                          output=[str(tmp_path / "out.csv")], scriptdir=str(ROOT / "workflow" / "scripts"),

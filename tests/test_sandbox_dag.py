@@ -25,7 +25,8 @@ def test_dag_scoring_gets_the_probed_sandbox(tmp_path, monkeypatch):
     suite = synthetic.write_suite(Path("suite"), n_pretrain=0, n_sft=2, n_adapt=0, n_eval=2)
     params = SimpleNamespace(source=str(ck), points={"synth_code": ["ar"]},
                              data_paths={"synth_code": str(suite["synth_code_test"])}, mode="ar", max_new_tokens=8,
-                             batch_size=2, limit=2, cache_dir="results/accuracy/m", model="m", label="m")
+                             batch_size=2, limit=2, cache_dir="results/accuracy/m", model="m", label="m",
+                             verdict_cache="results/cache/verdicts", mdm_loglikelihood="mc", mc_num=128)
     sm = SimpleNamespace(params=params, config={"seed": 0, "device": "cpu", "scale": "t",
                                                 "models": {"m": {"mode": "ar"}}},
                          input=SimpleNamespace(model=[]), log=[], threads=1, output=["results/accuracy/m.csv"],
@@ -36,6 +37,8 @@ def test_dag_scoring_gets_the_probed_sandbox(tmp_path, monkeypatch):
     used = json.dumps(info)
     assert f'"sandbox": "{probe["description"]}' in used or probe["description"] in used, used[:2000]
     assert "private-uid" in used and "nproc-bound" in used
+    # the DAG's verdict cache (relative path, as the rule gives it): filled by this job's checks
+    assert info["info"]["verdicts_reused"] == 0 and any(Path("results/cache/verdicts").rglob("*.json"))
 
 
 def test_missing_names_what_the_full_set_lacks():

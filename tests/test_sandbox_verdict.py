@@ -255,3 +255,45 @@ def test_a_record_still_being_written_is_waited_for_not_failed():
     final = verdict.Judge("humaneval", "f", [[1], [2]], [2, 3], 0, True)
     final.feed(buf, 0, 5, 2)  # after the child ended, a truncated record is a failed input
     assert final.details == [False, False]
+
+
+# ------------------------------------------------------------------------------------------------ verdict cache
+def test_verdicts_are_reused_only_for_identical_checks_in_the_full_sandbox(tmp_path, monkeypatch):
+    """A second scoring of the same solutions reuses every pass/fail verdict (same statuses); a timeout is run
+    again; another solution text or another problem file is a new check; a weaker sandbox neither reads nor
+    writes the cache."""
+    monkeypatch.setenv("FASTDLLM_SANDBOX", "auto")
+    if not _probe()["full"]:
+        pytest.skip("the verdict cache is used only with the full sandbox, which this machine does not give")
+    data, cache = _dataset(tmp_path), tmp_path / "verdicts"
+    sols = [{"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x + 1\n"},
+            {"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x + 2\n"},
+            # blocks the per-input timer: only the sandbox's wall-clock limit ends it (status timeout)
+            {"task_id": "Sandbox/0", "solution": f"import signal\ndef {EP}(x):\n"
+             "    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])\n    while True:\n        pass\n"}]
+
+    def score(d, s, **kw):
+        return codeeval.score(d, "humaneval", s, tmp_path / "work", base_only=False, min_time_limit=0.2,
+                              verdict_cache=cache, **kw)
+
+    first = score(data, sols)
+    assert [(r["base_status"], r["plus_status"], r["verdict_reused"]) for r in first] == [
+        ("pass", "pass", False), ("fail", "fail", False), ("timeout", "timeout", False)]
+    assert len(list(cache.rglob("*.json"))) == 2  # the timeout is not kept
+    second = score(data, sols)
+    assert [(r["base_status"], r["plus_status"]) for r in second] == [(r["base_status"], r["plus_status"])
+                                                                      for r in first]
+    assert [r["verdict_reused"] for r in second] == [True, True, False]
+    assert second[0]["sandbox"] == first[0]["sandbox"]
+    other = score(data, [{"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return 1 + x\n"}])
+    assert other[0]["verdict_reused"] is False and other[0]["base_status"] == "pass"
+    moved = tmp_path / "data2" / data.name  # another problem set (its expected outputs differ)
+    moved.parent.mkdir()
+    moved.write_text(data.read_text().replace("return x + 1", "return x + 2"))
+    m1, m2 = score(moved, sols[:2]), score(moved, sols[:2])
+    assert [(r["base_status"], r["verdict_reused"]) for r in m1] == [("fail", False), ("pass", False)]
+    assert [(r["base_status"], r["verdict_reused"]) for r in m2] == [("fail", True), ("pass", True)]
+    monkeypatch.setenv("FASTDLLM_SANDBOX", "weak")
+    n = len(list(cache.rglob("*.json")))
+    weak = score(data, [{"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x - 1 + 2\n"}] + sols[:1])
+    assert [r["verdict_reused"] for r in weak] == [False, False] and len(list(cache.rglob("*.json"))) == n

@@ -179,19 +179,21 @@ def extract_code(text: str, entry_point: str) -> tuple[str, bool]:
 
 def score(dataset_file: Path, task: str, solutions: list[dict], work_dir: Path, base_only: bool,
           min_time_limit: float = 1.0, gt_time_limit_factor: float = 4.0, memory_limit_mb: int = 4096,
-          parallel: int = 1) -> list[dict]:
+          parallel: int = 1, verdict_cache=None) -> list[dict]:
     """EvalPlus statuses for ``solutions`` (``task_id``, ``solution``), computed in a subprocess; every solution
-    runs in the sandbox of :mod:`.sandbox` (each row's ``sandbox`` says which mechanisms were in force)."""
+    runs in the sandbox of :mod:`.sandbox` (each row's ``sandbox`` says which mechanisms were in force), or, with
+    ``verdict_cache`` (a directory) and the full sandbox, reuses the verdict of an identical check made before
+    (:class:`.evalplus_worker.VerdictCache`; each row's ``verdict_reused`` says which)."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     # a private scratch directory per call: two scorings sharing work_dir never touch each other's files
     with tempfile.TemporaryDirectory(prefix=".evalplus-score-", dir=work_dir) as scratch:
         return _score_in(Path(scratch), dataset_file, task, solutions, base_only, min_time_limit,
-                         gt_time_limit_factor, memory_limit_mb, parallel)
+                         gt_time_limit_factor, memory_limit_mb, parallel, verdict_cache)
 
 
 def _score_in(scratch: Path, dataset_file, task, solutions, base_only, min_time_limit, gt_time_limit_factor,
-              memory_limit_mb, parallel) -> list[dict]:
+              memory_limit_mb, parallel, verdict_cache=None) -> list[dict]:
     samples = scratch / "evalplus_samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": s["task_id"], "solution": s["solution"]}) + "\n"
                                for s in solutions))
@@ -206,6 +208,8 @@ def _score_in(scratch: Path, dataset_file, task, solutions, base_only, min_time_
             "--parallel", str(parallel)]
     if base_only:
         args.append("--base-only")
+    if verdict_cache:
+        args += ["--verdict-cache", str(Path(verdict_cache).resolve())]
     _worker(args, env, timeout=120 + 2 * 65 * len(solutions) / max(parallel, 1))
     doc = json.loads(out.read_text())
     box = doc.get("sandbox", {})
@@ -217,4 +221,5 @@ def _score_in(scratch: Path, dataset_file, task, solutions, base_only, min_time_
     if box.get("setup_failures"):
         log.warning("%d check(s) could not set up their sandbox and were scored as not passing",
                     box["setup_failures"])
+    log.info("code checks: %s run, %s verdicts reused", box.get("checks_run"), box.get("verdicts_reused"))
     return [{**r, "sandbox": box.get("description", "")} for r in doc["results"]]

@@ -13,7 +13,8 @@ The sandbox in force is printed to stderr and recorded in the output (``sandbox`
 Sub-commands:
 
 * ``score --dataset humaneval|mbpp --samples S.jsonl --out R.json [--base-only] [--min-time-limit F]
-  [--gt-time-limit-factor F] [--parallel N]``: statuses per sample (base and plus), in sample order.  EvalPlus
+  [--gt-time-limit-factor F] [--parallel N] [--verdict-cache DIR]``: statuses per sample (base and plus), in
+  sample order; with ``--verdict-cache`` (full sandbox only) a check made before is reused (:class:`VerdictCache`).  EvalPlus
   0.3.1 cannot pass HumanEval/32 (``find_zero``): its ``_poly`` oracle never records a passed input; the
   scorer's copy of EvalPlus' checks records it (:class:`.verdict.Judge`).
 * ``convert-humaneval --src HumanEval.jsonl.gz --out D.jsonl``: the original HumanEval file (no EvalPlus
@@ -60,6 +61,66 @@ def _check(job) -> dict:
         out["setup_failures"] += bool(rep["setup_error"])  # no verdict: the sandbox, not the solution, failed
     out["flags"] = flags
     return out
+
+
+VERDICT_CACHE_VERSION = 1
+CACHED_STATUSES = ("pass", "fail")  # a timeout, or a check whose sandbox failed to set up, is always run again
+
+
+def _sources_digest() -> str:
+    """What a verdict depends on besides its inputs: this worker, the sandbox and the judge, and EvalPlus."""
+    import evalplus
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256(str(getattr(evalplus, "__version__", "?")).encode())
+    for name in ("evalplus_worker.py", "sandbox.py", "sandbox_setup.py", "verdict.py"):
+        with open(os.path.join(here, name), "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+class VerdictCache:
+    """Verdicts of earlier checks, one JSON file per check under ``root`` (written atomically), keyed by the
+    SHA-256 of everything a verdict depends on: the problem set's EvalPlus hash (its file contents), the task, the
+    solution's text, base-only, the time-limit settings, the memory limit, and the sources of this worker, the
+    sandbox and the judge (plus EvalPlus' version).  Only ``pass``/``fail`` verdicts of checks that ran in the full
+    sandbox are kept (the caller enables the cache only then); a timeout is always run again.  The DAG's fine-tunes
+    write the same program for the same problem many times (the embedded default scores 9088 solutions, 1672 of
+    them distinct), so most of a run's checks are reused verdicts."""
+
+    def __init__(self, root: str, args, data_hash: str):
+        self.root = root
+        self.base = {"v": VERDICT_CACHE_VERSION, "dataset": args.dataset, "data": data_hash,
+                     "base_only": bool(args.base_only), "min_time_limit": float(args.min_time_limit),
+                     "gt_time_limit_factor": float(args.gt_time_limit_factor),
+                     "memory": os.environ.get("EVALPLUS_MAX_MEMORY_BYTES", ""),
+                     "timeout_per_task": os.environ.get("EVALPLUS_TIMEOUT_PER_TASK", ""), "code": _sources_digest()}
+
+    def _path(self, sample: dict) -> str:
+        key = hashlib.sha256(json.dumps({**self.base, "task_id": sample["task_id"], "solution": sample["solution"]},
+                                        sort_keys=True).encode()).hexdigest()
+        return os.path.join(self.root, key[:2], key + ".json")
+
+    def get(self, sample: dict) -> dict | None:
+        try:
+            with open(self._path(sample)) as fh:
+                r = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        ok = r.get("setup_failures") == 0 and r.get("base") in CACHED_STATUSES and (
+            self.base["base_only"] or r.get("plus") in CACHED_STATUSES)
+        return r if ok else None
+
+    def put(self, sample: dict, result: dict) -> None:
+        if result["setup_failures"] or result["base"] not in CACHED_STATUSES or (
+                not self.base["base_only"] and result.get("plus") not in CACHED_STATUSES):
+            return
+        path = self._path(sample)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(result, fh)
+        os.replace(tmp, path)
 
 
 def _dataset_api(dataset: str):
@@ -166,20 +227,30 @@ def _score(args) -> int:
     probe = _probe_sandbox(sandbox)
     if probe is None:
         return 2
-    jobs = [(args.dataset, subset[s["task_id"]], s["solution"], expected[s["task_id"]], args.base_only,
-             args.min_time_limit, args.gt_time_limit_factor) for s in samples]
-    if args.parallel > 1:
+    # verdicts of identical (problem set, task, solution, limits) checks made before, by the full sandbox only
+    cache = VerdictCache(args.verdict_cache, args, get_hash()) if args.verdict_cache and probe["full"] else None
+    results = [cache.get(s) if cache else None for s in samples]
+    todo = [i for i, r in enumerate(results) if r is None]
+    jobs = [(args.dataset, subset[samples[i]["task_id"]], samples[i]["solution"], expected[samples[i]["task_id"]],
+             args.base_only, args.min_time_limit, args.gt_time_limit_factor) for i in todo]
+    if args.parallel > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=args.parallel) as ex:
-            results = list(ex.map(_check, jobs))
+            fresh = list(ex.map(_check, jobs))
     else:
-        results = [_check(j) for j in jobs]
-    out = []
-    for s, r in zip(samples, results):
+        fresh = [_check(j) for j in jobs]
+    for i, r in zip(todo, fresh):
+        results[i] = r
+        if cache:
+            cache.put(samples[i], r)
+    out, ran = [], set(todo)
+    for i, (s, r) in enumerate(zip(samples, results)):
         base = r["base"]
         plus = None if args.base_only else r["plus"]
         out.append({"task_id": s["task_id"], "base_status": base, "plus_status": plus,
-                    "base_pass": base == PASS, "plus_pass": None if args.base_only else (base == plus == PASS)})
+                    "base_pass": base == PASS, "plus_pass": None if args.base_only else (base == plus == PASS),
+                    "verdict_reused": i not in ran})
     sandbox_info = _sandbox_report(sandbox, results, probe, args.dataset)
+    sandbox_info.update(checks_run=len(todo), verdicts_reused=len(samples) - len(todo))
     with open(args.out, "w") as fh:
         json.dump({"dataset": args.dataset, "base_only": args.base_only, "sandbox": sandbox_info, "results": out},
                   fh)
@@ -233,6 +304,7 @@ def main(argv=None) -> int:
     s.add_argument("--min-time-limit", type=float, default=1.0)
     s.add_argument("--gt-time-limit-factor", type=float, default=4.0)
     s.add_argument("--parallel", type=int, default=1)
+    s.add_argument("--verdict-cache", default=None, help="directory of earlier verdicts (VerdictCache)")
     c = sub.add_parser("convert-humaneval")
     c.add_argument("--src", required=True)
     c.add_argument("--out", required=True)

@@ -234,6 +234,7 @@ def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_o
                      "note": "plus inputs not available in this dataset: base tests only"})
     extra = {"source": source, "dataset_file": str(ds_file), "plus_available": has_plus, "n_no_code": no_code,
              "sandbox": statuses[0].get("sandbox", "") if statuses else "",
+             "verdicts_reused": sum(bool(st.get("verdict_reused")) for st in statuses),
              "prompt_template": {"style": prompt_style, "first_prompt": prompts[0] if prompts else None},
              "num_fewshot": 0, "scoring": {"min_time_limit": code_opts.get("min_time_limit", 1.0),
                                            "gt_time_limit_factor": code_opts.get("gt_time_limit_factor", 4.0),
@@ -289,8 +290,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     when another run is writing ``out_dir`` (its lock names the holder).  EvalPlus' scratch files live in a
     private temporary directory under ``out_dir``, removed afterwards.  ``extra`` is added to every row and to
     ``results.json``.  ``code_opts``: ``min_time_limit``, ``gt_time_limit_factor``, ``memory_limit_mb``,
-    ``parallel`` for EvalPlus.  ``max_new_tokens``: None = ``decode.max_new_tokens`` for every task; an integer
-    overrides it; ``"task"`` = the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's
+    ``parallel`` for EvalPlus, ``verdict_cache`` (a directory: reuse the verdicts of identical checks).
+    ``max_new_tokens``: None = ``decode.max_new_tokens`` for every task; an integer overrides it; ``"task"`` = the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's
     default 256; EvalPlus tasks: :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
     column of every row (empty when the task generates nothing, e.g. multiple choice) and
     ``max_new_tokens_source`` says where it came from.  Masked-diffusion modes (``llada`` / ``dream`` / ``v1``):
@@ -313,7 +314,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
             raise ValueError(f"max_new_tokens must be a positive integer or 'task', got {max_new_tokens!r}")
         decode = replace(decode, max_new_tokens=int(max_new_tokens)).validate(mode)
     code_opts = dict(code_opts or {})
-    bad = set(code_opts) - {"min_time_limit", "gt_time_limit_factor", "memory_limit_mb", "parallel"}
+    bad = set(code_opts) - {"min_time_limit", "gt_time_limit_factor", "memory_limit_mb", "parallel",
+                            "verdict_cache"}
     if bad:
         raise ValueError(f"unknown code_opts {sorted(bad)}")
     out_dir = Path(out_dir)

@@ -21,6 +21,7 @@ rule evaluate:
         mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
         mc_num=config["eval"].get("mc_num", 128),
         cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
+        verdict_cache=f"{R}/cache/verdicts",  # code checks made before (same problem, solution, limits, code)
         summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job]),
     log:
         f"{LOGS}/accuracy/{{job}}.log",

@@ -70,7 +70,7 @@ with logged(snakemake):  # noqa: F821
                 rows = run_task(loaded, task, mode=mode, decode=decode, batch_size=int(p.batch_size),
                                 limit=plan.point_limit(point) or p.limit, out_dir=cache / point,
                                 data_path=p.data_paths[task], model_label=p.label, seed=int(config["seed"]),
-                                extra=extra, device=device,
+                                extra=extra, device=device, code_opts={"verdict_cache": p.verdict_cache},
                                 max_new_tokens="task" if task_len and mode not in MDM_MODES else None,
                                 **({"loglikelihood_method": p.mdm_loglikelihood, "mc_num": int(p.mc_num)}
                                    if mode in MDM_MODES else {}))
