@@ -347,3 +347,26 @@ def test_report_rules_are_the_tables_and_figures():
     for r in rules:
         assert (ROOT / "workflow" / "report" / f"{r['name']}.rst").is_file()
         assert r["message"] is None or "{summary}" not in r["message"]
+
+
+@pytest.mark.parametrize("name", ["default", "paper"])
+def test_sweeps_are_split_into_bounded_jobs_whatever_their_item_count(name):
+    """Issue 24, fault 11: with `eval.sweep_limit: null` (paper scale) the sweep points carry no `@N`, and they
+    once all went into the model's Table 1 job (19 points of fastdllm_v2_1.5b, full GSM8K each).  A model's main
+    job holds only its Table 1-2 points; its sweep points go to jobs of at most `eval.sweep_points_per_job`."""
+    cfg = default_config() if name == "default" else paper_config()
+    tables = plan.table_points(cfg)
+    per_job = cfg["eval"].get("sweep_points_per_job", plan.SWEEP_POINTS_PER_JOB)
+    jobs = plan.evaluation_jobs(cfg)
+    for job, spec in jobs.items():
+        pts = [(spec["model"], t, p) for t, ps in spec["points"].items() for p in ps]
+        if ".sweep" in job:
+            assert len(pts) <= per_job and not set(pts) & tables, job
+        else:
+            assert set(pts) <= tables, (job, set(pts) - tables)
+    every = {(m, t, p) for m, t, p in plan.accuracy_points(cfg)}
+    assert every == {(s["model"], t, p) for s in jobs.values() for t, ps in s["points"].items() for p in ps}
+    if name == "paper":
+        assert cfg["eval"].get("sweep_limit") is None and len([j for j in jobs if j.startswith("fastdllm_v2_1.5b.")]) >= 4
+        main = jobs["fastdllm_v2_1.5b"]["points"]
+        assert all(ps == ["bd_b32_s8_t1_c0"] for ps in main.values()), main

@@ -314,6 +314,15 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
 
     Tables 1 and 2 use every test item; the sweeps (Tables 3-4, the figures) use the first ``eval.sweep_limit``
     items (the point is then named ``<point>@N``), unless the same point is measured on all items anyway."""
+    return _points(config)[0]
+
+
+def table_points(config: dict) -> set[tuple[str, str, str]]:
+    """The (model, task, point)s of Tables 1 and 2 (the others are sweep points, whatever their item count)."""
+    return _points(config)[1]
+
+
+def _points(config: dict) -> tuple[list[tuple[str, str, str]], set[tuple[str, str, str]]]:
     pts: list[tuple[str, str, str]] = []
     models = config["models"]
     sweep_limit = config["eval"].get("sweep_limit")
@@ -335,6 +344,7 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
         for m in seed_group(config, row["model"]):
             for c in config["tables"]["table2"]["columns"]:
                 add(m, col_task(config, c), model_decode(config, m, col_task(config, c)))
+    tables = set(pts)
     for s in config["tables"]["table3"]["sub_blocks"]:
         for c in config["tables"]["table3"]["columns"]:
             add(abl, col_task(config, c), dict(base, sub_block_size=s), sweep=True)
@@ -353,7 +363,7 @@ def accuracy_points(config: dict) -> list[tuple[str, str, str]]:
             add(abl, col_task(config, f["subblock"]["column"]),
                 dict(speed_decode(config), sub_block_size=s, use_sub_block_cache=cache), sweep=True)
     full = set(pts)  # a sweep point also measured on every item is taken from that measurement
-    return [(m, t, p) for m, t, p in pts if "@" not in p or (m, t, p.split("@")[0]) not in full]
+    return [(m, t, p) for m, t, p in pts if "@" not in p or (m, t, p.split("@")[0]) not in full], tables
 
 
 def evaluations(config: dict) -> dict[tuple[str, str], list[str]]:
@@ -370,21 +380,25 @@ SWEEP_POINTS_PER_JOB = 8
 def evaluation_jobs(config: dict) -> dict[str, dict]:
     """Evaluation jobs: ``{job: {"model": m, "points": {task: [points]}}}``.
 
-    A model's full-test-set points (Tables 1-2) form one job named after the model (loaded once for all its
-    tasks); its sweep points (``<point>@N``) are split into jobs ``<model>.sweep<k>`` of at most
-    :data:`SWEEP_POINTS_PER_JOB` points, so that a model with many decoding settings is evaluated on every core."""
+    A model's Table 1-2 points form one job named after the model (loaded once for all its tasks); its other
+    points (the sweeps of Tables 3-4 and the figures, ``<point>@N`` or, with ``eval.sweep_limit: null``, on every
+    item) are split into jobs ``<model>.sweep<k>`` of at most ``eval.sweep_points_per_job`` points
+    (:data:`SWEEP_POINTS_PER_JOB` by default), so that a model with many decoding settings is evaluated on every
+    core, and no job of the paper scale holds every sweep of a model."""
     jobs: dict[str, dict] = {}
     sweeps: dict[str, list[tuple[str, str]]] = {}
+    tables = table_points(config)
+    per_job = int(config["eval"].get("sweep_points_per_job") or SWEEP_POINTS_PER_JOB)
     for (m, t), pts in evaluations(config).items():
         for p in pts:
-            if "@" in p:
+            if (m, t, p) not in tables:
                 sweeps.setdefault(m, []).append((t, p))
             else:
                 jobs.setdefault(m, {"model": m, "points": {}})["points"].setdefault(t, []).append(p)
     for m, items in sweeps.items():
-        for k in range(0, len(items), SWEEP_POINTS_PER_JOB):
-            job = jobs.setdefault(f"{m}.sweep{k // SWEEP_POINTS_PER_JOB + 1}", {"model": m, "points": {}})
-            for t, p in items[k:k + SWEEP_POINTS_PER_JOB]:
+        for k in range(0, len(items), per_job):
+            job = jobs.setdefault(f"{m}.sweep{k // per_job + 1}", {"model": m, "points": {}})
+            for t, p in items[k:k + per_job]:
                 job["points"].setdefault(t, []).append(p)
     return jobs
 
