@@ -239,3 +239,34 @@ def test_run_task_records_the_length_used(tiny_loaded, tmp_path, monkeypatch, ta
     assert {r["max_new_tokens_source"] for r in rows} == {"fixed (config)"}
     with pytest.raises(ValueError, match="max_new_tokens"):
         run_task(tiny_loaded, task, out_dir=tmp_path / "bad", max_new_tokens=0, **kw)
+
+
+def test_humaneval_prefers_humaneval_plus_and_falls_back_to_the_original(tmp_path, monkeypatch):
+    """Issue 24, fault 6: with no data_path and no $HUMANEVAL_OVERRIDE_PATH, HumanEval is HumanEval+ (EvalPlus'
+    download, plus tests scored) whenever that works, and the original HumanEval (base tests only, the reason in
+    the source note) only when it does not; with neither, the download's reason is the n/a reason."""
+    from fastdllm_core.evaluation import TaskUnavailable
+
+    plus = tmp_path / "HumanEvalPlus.jsonl"
+    row = {"task_id": "HumanEval/0", "prompt": "def f(x):\n", "canonical_solution": "    return x\n",
+           "entry_point": "f", "base_input": [[1]], "plus_input": [[2]], "atol": 0, "contract": "", "test": ""}
+    plus.write_text(json.dumps(row) + "\n")
+    original = tmp_path / "HumanEval.jsonl"
+    original.write_text(json.dumps({k: row[k] for k in ("task_id", "prompt", "canonical_solution", "entry_point")}
+                                   | {"test": "def check(candidate):\n    assert candidate(1) == 1\n"}) + "\n")
+    monkeypatch.delenv("HUMANEVAL_OVERRIDE_PATH", raising=False)
+    monkeypatch.setenv("FASTDLLM_HUMANEVAL_PATH", str(original))
+    monkeypatch.setattr(codeeval, "_evalplus_download", lambda task, env: (plus, True, f"EvalPlus download {plus}"))
+    assert codeeval.resolve_dataset("humaneval", None, tmp_path / "w", check_only=True) == (
+        plus, True, f"EvalPlus download {plus}")
+
+    def unavailable(task, env):
+        raise TaskUnavailable("humaneval: offline and no local dataset; set HUMANEVAL_OVERRIDE_PATH")
+
+    monkeypatch.setattr(codeeval, "_evalplus_download", unavailable)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    p, has_plus, note = codeeval.resolve_dataset("humaneval", None, tmp_path / "w", check_only=True)
+    assert p == original and not has_plus and "original HumanEval" in note and "offline" in note
+    monkeypatch.setenv("FASTDLLM_HUMANEVAL_PATH", str(tmp_path / "absent.jsonl"))
+    with pytest.raises(TaskUnavailable, match="HUMANEVAL_OVERRIDE_PATH"):
+        codeeval.resolve_dataset("humaneval", None, tmp_path / "w", check_only=True)

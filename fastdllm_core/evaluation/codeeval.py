@@ -84,13 +84,20 @@ def resolve_dataset(task: str, data_path, work_dir: Path | None, check_only: boo
     env_var = "HUMANEVAL_OVERRIDE_PATH" if task == "humaneval" else "MBPP_OVERRIDE_PATH"
     p = data_path or os.environ.get(env_var)
     source = f"data_path {p}" if data_path else f"${env_var}={p}"
-    if not p and task == "humaneval":
-        cand = os.environ.get("FASTDLLM_HUMANEVAL_PATH") or str(shared_dir() / "data/humaneval/HumanEval.jsonl.gz")
-        if Path(cand).is_file():
-            p, source = cand, f"original HumanEval {cand}"
     if p:
         return _local_dataset(task, Path(p), source, env_var, work_dir, check_only)
-    return _evalplus_download(task, env_var)
+    if task != "humaneval":
+        return _evalplus_download(task, env_var)
+    # HumanEval: HumanEval+ (EvalPlus' download) first; the original HumanEval (base tests only) when that fails
+    original = os.environ.get("FASTDLLM_HUMANEVAL_PATH") or str(shared_dir() / "data/humaneval/HumanEval.jsonl.gz")
+    try:
+        return _evalplus_download(task, env_var)
+    except TaskUnavailable as exc:
+        if not Path(original).is_file():
+            raise
+        why = "offline" if offline() else f"HumanEval+ download failed: {exc.reason}"
+        return _local_dataset(task, Path(original), f"original HumanEval {original} ({why})", env_var, work_dir,
+                              check_only)
 
 
 def _local_dataset(task: str, p: Path, source: str, env_var: str, work_dir, check_only: bool):
