@@ -15,8 +15,8 @@ Sub-commands:
 * ``score --dataset humaneval|mbpp --samples S.jsonl --out R.json [--base-only] [--min-time-limit F]
   [--gt-time-limit-factor F] [--parallel N] [--verdict-cache DIR]``: statuses per sample (base and plus), in
   sample order; with ``--verdict-cache`` (full sandbox only) a check made before is reused
-  (:class:`VerdictCache`).  EvalPlus 0.3.1 cannot pass HumanEval/32 (``find_zero``): its ``_poly`` oracle never records a passed input; the
-  scorer's copy of EvalPlus' checks records it (:class:`.verdict.Judge`).
+  (:class:`VerdictCache`).  EvalPlus 0.3.1 cannot pass HumanEval/32 (``find_zero``): its ``_poly`` oracle
+  never records a passed input; the scorer's copy of EvalPlus' checks records it (:class:`.verdict.Judge`).
 * ``convert-humaneval --src HumanEval.jsonl.gz --out D.jsonl``: the original HumanEval file (no EvalPlus
   inputs) to EvalPlus form for base-only scoring.  ``base_input`` is recorded by running each problem's own
   ``check`` function against a wrapper of its canonical solution that records the arguments (``random`` seeded

@@ -291,8 +291,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     private temporary directory under ``out_dir``, removed afterwards.  ``extra`` is added to every row and to
     ``results.json``.  ``code_opts``: ``min_time_limit``, ``gt_time_limit_factor``, ``memory_limit_mb``,
     ``parallel`` for EvalPlus, ``verdict_cache`` (a directory: reuse the verdicts of identical checks).
-    ``max_new_tokens``: None = ``decode.max_new_tokens`` for every task; an integer overrides it; ``"task"`` = the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's
-    default 256; EvalPlus tasks: :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
+    ``max_new_tokens``: None = ``decode.max_new_tokens`` for every task; an integer overrides it; ``"task"`` =
+    the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's default 256; EvalPlus tasks: :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
     column of every row (empty when the task generates nothing, e.g. multiple choice) and
     ``max_new_tokens_source`` says where it came from.  Masked-diffusion modes (``llada`` / ``dream`` / ``v1``):
     the sampler's generation length is the setting's (``task`` is refused); multiple-choice tasks use the Monte
