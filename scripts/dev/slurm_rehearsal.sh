@@ -6,7 +6,7 @@
 # requests are refused for lack of GPUs, never for their syntax) and submitted held to a phantom 8 x A100 node that
 # never comes up (accepted, then cancelled).  Every daemon the script starts is stopped on exit.
 #
-#   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (a few minutes)
+#   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (~10 min on 2 cores)
 #   bash scripts/dev/slurm_rehearsal.sh config/paper.yaml config/rehearsal.yaml    # any --configfile list
 #
 # Options (environment): REHEARSAL_DIR (scratch, default /tmp/slurm-rehearsal: the cluster's state and logs, and a
@@ -179,8 +179,14 @@ sinfo -h -N -o %T | grep -qx idle || { log "node not idle"; tail -20 "$T/log/slu
 
 # ---- the workload: a copy of the working tree with a fresh results/ ------------------------------------------------
 W="$T/work/repo"
-mkdir -p "$W"
-(cd "$REPO" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$W"
+# a clone at the working tree's commit (the results record it), then the working tree's files over it: uncommitted
+# changes are rehearsed too
+copy_tree() {
+  git clone -q --shared --no-checkout "$REPO" "$1"
+  git -C "$1" checkout -q --detach "$(git -C "$REPO" rev-parse HEAD)"
+  (cd "$REPO" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$1"
+}
+copy_tree "$W"
 [ -e "$REPO/../shared" ] && ln -sfn "$(cd "$REPO/../shared" && pwd)" "$T/work/shared"  # shared_dir: ../shared
 cd "$W"
 export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -228,8 +234,7 @@ exit 1
 EOF
   chmod +x "$T/bin/sbatch"
   TW="$T/work/testonly"
-  mkdir -p "$TW"
-  (cd "$REPO" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$TW"
+  copy_tree "$TW"
   ( cd "$TW" && PATH="$T/bin:$PATH" timeout 300 snakemake --profile profiles/slurm --configfile config/paper.yaml \
       --keep-going --slurm-init-seconds-before-status-checks 1 >"$T/evidence/testonly_snakemake.log" 2>&1 ) || true
   grep -E '^(CALL|RC|ANSWER)' "$T/evidence/testonly_calls.txt" >"$T/evidence/testonly.txt" 2>/dev/null || true
