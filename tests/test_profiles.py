@@ -28,3 +28,76 @@ def test_documented_one_gpu_command_uses_the_profile(doc):
     assert COMMAND in text
     # no documented local paper-scale run without the GPU limit
     assert not re.search(r"snakemake --cores all --configfile config/paper\.yaml", text)
+
+
+def _profile(name):
+    import yaml
+
+    return yaml.safe_load((ROOT / "profiles" / name / "config.yaml").read_text())
+
+
+MODEL_RULES = {"train_model", "evaluate", "case_study", "bench"}
+
+
+def test_slurm_profile_keeps_the_gpu_requests_and_names_no_placeholder():
+    prof = _profile("slurm")
+    assert prof["executor"] == "slurm"
+    assert set(prof["set-resources"]) == MODEL_RULES
+    train = prof["set-resources"]["train_model"]
+    assert (train["gpu"], train["gpu_model"], train["cpus_per_task"]) == (8, "a100", 32)
+    assert all(prof["set-resources"][r]["gpu"] == 1 for r in MODEL_RULES - {"train_model"})
+    # a placeholder partition/account is refused by the controller (and the account by the plugin before sbatch):
+    # unset, the cluster's default partition and the user's default account are used
+    text = (ROOT / "profiles/slurm/config.yaml").read_text()
+    assert "YOUR_" not in text
+    # bench's threads are workflow.cores, i.e. the submitting machine's cores, unless cpus_per_task says otherwise
+    assert isinstance(prof["set-resources"]["bench"]["cpus_per_task"], int)
+
+
+def test_rehearsal_profile_is_the_slurm_profile_without_gpus():
+    """profiles/slurm-rehearsal (scripts/dev/slurm_rehearsal.sh: a one-node SLURM cluster, 2 CPUs, no GPU)."""
+    slurm, rehearsal = _profile("slurm"), _profile("slurm-rehearsal")
+    assert rehearsal["executor"] == slurm["executor"]
+    assert set(rehearsal["set-resources"]) == set(slurm["set-resources"])
+    assert set(rehearsal["default-resources"]) == set(slurm["default-resources"]) | {"slurm_partition",
+                                                                                    "slurm_account"}
+    assert rehearsal["default-resources"]["gpu"] == 0
+    for rule, res in rehearsal["set-resources"].items():
+        assert res["gpu"] == 0 and "gpu_model" not in res, rule
+        assert res.get("cpus_per_task", 1) <= 2 and res["mem_mb"] <= 4000 and res["runtime"] <= 60, rule
+
+
+class _Resources(dict):
+    __getattr__ = dict.__getitem__
+
+
+class _Job:
+    def __init__(self, resources, threads=1):
+        self.resources, self.threads = _Resources(resources), threads
+
+
+def _sbatch(resources, threads=1):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    job = _Job(resources, threads)
+    params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "", "partition": "",
+              "workdir": None}
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+def test_slurm_profile_sbatch_flags():
+    """The flags snakemake-executor-plugin-slurm builds from profiles/slurm (units: mem_mb MB, runtime minutes);
+    scripts/dev/slurm_rehearsal.sh checks the same calls against a real slurmctld with sbatch --test-only."""
+    prof = _profile("slurm")
+    train = _sbatch({**prof["default-resources"], **prof["set-resources"]["train_model"]})
+    for flag in ("-t 1440", "--mem 480000", "--cpus-per-task=32", "--gpus=a100:8"):
+        assert flag in train
+    assert "--ntasks" not in train  # one task: the job trains in one process (README "SLURM")
+    bench = _sbatch({**prof["default-resources"], **prof["set-resources"]["bench"]}, threads=128)
+    assert "--cpus-per-task=8" in bench and "--gpus=a100:1" in bench
+    cpu = _sbatch(prof["default-resources"])
+    assert "--gpus" not in cpu and "--ntasks=1" in cpu and "--mem 8000" in cpu
+    rehearsal = _profile("slurm-rehearsal")
+    assert "--gpus" not in _sbatch({**rehearsal["default-resources"], **rehearsal["set-resources"]["train_model"]})
