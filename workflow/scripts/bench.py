@@ -28,9 +28,16 @@ with logged(snakemake):  # noqa: F821
 
         texts = user_prompts(p.prompts_task, p.prompts_path)
     else:
-        texts = bench.read_prompt_texts(p.prompts_path) if p.prompts_path else None
+        key = f"data.eval_paths.{p.prompts_task}"  # the config key a DAG user sets
+        if not p.prompts_path:
+            raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set {key}")
+        try:
+            texts = bench.read_prompt_texts(p.prompts_path)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{exc} (bench.prompts_from={p.prompts_task!r}: set {key} to a local copy)") \
+                from exc
     if not texts:
-        raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
+        raise RuntimeError(f"no prompts for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
     texts = texts[: int(bcfg["num_prompts"])]
     rows, by_model = [], {}
     for run in p.runs:
