@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
+from analysis.results_io import load_csv  # noqa: E402
 import plan  # noqa: E402
 import report_specs  # noqa: E402
 
@@ -242,7 +243,7 @@ def test_rehearsal_runs_the_paper_dag_offline_on_two_cores(tmp_path):
         assert "REHEARSAL" in (tmp_path / "tables" / f"{name}.tex").read_text()
     assert (tmp_path / "rehearsal" / "summary.md").read_text().startswith(f"# {report_specs.REHEARSAL_LABEL}")
     # the columns the offline machine fills with stand-in data; MMLU and GPQA are n/a naming their config key
-    acc = pd.read_csv(tmp_path / "rehearsal" / "accuracy.csv")
+    acc = load_csv(tmp_path / "rehearsal" / "accuracy.csv")  # "n/a" kept as text
     ok = set(acc.loc[acc["status"] == "ok", "task"])
     assert {"gsm8k", "humaneval", "mbpp", "ifeval", "minerva_math"} <= ok, ok
     na = acc[acc["status"] == "n/a"]
@@ -280,7 +281,7 @@ def test_without_standin_data_only_jobs_needing_data_fail(tmp_path):
     r = smk(*targets, "-k", "--cores", "2", "--configfile", "config/paper.yaml", str(tmp_path / "variant.yaml"),
             "--config", f"results_dir={out}", f"shared_dir={tmp_path / 'empty_shared'}", timeout=600)
     assert r.returncode != 0
-    acc = pd.read_csv(R / "accuracy" / "qwen2.5_1.5b.csv")
+    acc = load_csv(R / "accuracy" / "qwen2.5_1.5b.csv")  # "n/a" kept as text
     assert set(acc["status"]) == {"n/a"} and set(acc["task"]) == {"humaneval", "mbpp", "gsm8k", "minerva_math",
                                                                   "ifeval", "mmlu", "gpqa"}
     for task, note in zip(acc["task"], acc["note"]):
