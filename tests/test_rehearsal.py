@@ -277,7 +277,7 @@ def test_without_standin_data_only_jobs_needing_data_fail(tmp_path):
     out = tmp_path / "out"
     R = out / "rehearsal"
     targets = [f"{R}/accuracy/qwen2.5_1.5b.csv", f"{R}/models/nemo_ft_1.5b/training_metrics.csv",
-               f"{R}/throughput/batch.csv", f"{R}/cases/single_turn.csv"]
+               f"{R}/throughput/threshold.csv", f"{R}/cases/single_turn.csv"]
     r = smk(*targets, "-k", "--cores", "2", "--configfile", "config/paper.yaml", str(tmp_path / "variant.yaml"),
             "--config", f"results_dir={out}", f"shared_dir={tmp_path / 'empty_shared'}", timeout=600)
     assert r.returncode != 0
@@ -289,6 +289,6 @@ def test_without_standin_data_only_jobs_needing_data_fail(tmp_path):
     assert (R / "cases" / "single_turn.csv").is_file()
     train_log = (R / "logs" / "train" / "nemo_ft_1.5b.log").read_text()
     assert "data.train_files: not found" in train_log and "adaptation_train.jsonl" in train_log
-    assert "data.eval_paths.gsm8k" in (R / "logs" / "throughput" / "batch.log").read_text()
+    assert "data.eval_paths.gsm8k" in (R / "logs" / "throughput" / "threshold.log").read_text()
     failed = set(re.findall(r"Error in rule (\w+):", r.stdout + r.stderr))
     assert failed == {"train_model", "bench"}, failed
