@@ -43,3 +43,9 @@ include: "workflow/rules/accuracy.smk"
 include: "workflow/rules/throughput.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/reports.smk"
+
+
+# stand-in checkpoints and data of a rehearsal (config/rehearsal.yaml); no job without `standins:`
+if config.get("standins"):
+
+    include: "workflow/rules/standins.smk"

@@ -2,6 +2,7 @@
 tokens/s (per throughput sweep) and accuracy intervals in the results CSVs."""
 from __future__ import annotations
 
+import contextlib
 import re
 import textwrap
 from pathlib import Path
@@ -18,12 +19,34 @@ from .results_io import _of_sweep, lookup, measured_on  # noqa: E402,F401 - re-e
 PAPER_STYLE = dict(marker="*", s=160, color="#c44e52", zorder=5)
 
 
+# A label drawn above every figure saved while it is set (:func:`labelled`), and written as the files' title
+# metadata: a rehearsal's figures (stand-in weights) can never pass for results.
+BANNER: str | None = None
+
+
+@contextlib.contextmanager
+def labelled(text: str | None):
+    """Figures saved inside carry ``text`` (None: no label) above them and as their PNG / PDF title."""
+    global BANNER
+    old, BANNER = BANNER, text
+    try:
+        yield
+    finally:
+        BANNER = old
+
+
 def save(fig, png, pdf) -> None:
     from fastdllm_core.provenance import atomic_path
 
+    meta = {}
+    if BANNER:
+        fig.text(0.5, 1.0, BANNER, ha="center", va="bottom", fontsize=12, fontweight="bold", color="#c00000",
+                 transform=fig.transFigure)
+        meta = {"png": {"Title": BANNER, "Description": BANNER}, "pdf": {"Title": BANNER, "Subject": BANNER}}
     for path in (png, pdf):
+        fmt = Path(path).suffix.lstrip(".")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=Path(path).suffix.lstrip("."), bbox_inches="tight", dpi=120)
+            fig.savefig(tmp, format=fmt, bbox_inches="tight", dpi=120, metadata=meta.get(fmt))
     plt.close(fig)
 
 

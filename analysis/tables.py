@@ -262,10 +262,11 @@ def _difference_cell(t: Table, r, p, comparable: bool, partial_why: str | None, 
 
 
 def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, notes: list[str] | None = None,
-                     kind: str | None = None) -> Table:
+                     kind: str | None = None, model_label: str | None = None) -> Table:
     """Prompts and the model's answers (``cases/<kind>.csv`` rows: case, turn, prompt, response, ...), with the
     paper's answer beside each turn whose conversation is one of the paper's (:mod:`analysis.paper_cases`).
-    ``kind`` (``single_turn`` | ``multi_turn``) defaults from the name (table5 / table6)."""
+    ``kind`` (``single_turn`` | ``multi_turn``) defaults from the name (table5 / table6); ``model_label``: how the
+    notes name the model under test (default: its key in the CSV)."""
     from . import paper_cases
 
     kind = kind or ("single_turn" if name.startswith("table5") else "multi_turn")
@@ -300,7 +301,7 @@ def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, 
         t.rows.append([case, str(r["turn"]), prompt, resp, answer,
                        str(r.get("generated_tokens", NA)), str(r.get("nfe", NA))])
     if "model" in cases.columns:
-        t.notes.append(f"Model under test: {cases['model'].iloc[0]}; decoding: block {cases['block_size'].iloc[0]}, "
+        t.notes.append(f"Model under test: {model_label or cases['model'].iloc[0]}; decoding: block {cases['block_size'].iloc[0]}, "
                        f"sub-block {cases['sub_block_size'].iloc[0]}, threshold {cases['threshold'].iloc[0]}.")
     return t
 

@@ -60,7 +60,38 @@ def run_dir(config: dict) -> str:
 
 
 def shared_path(config: dict, p: str) -> str:
-    return p.replace("{shared}", config.get("shared_dir", "../shared"))
+    """``p`` with ``{shared}`` (shared_dir) and ``{standins}`` (the stand-ins' directory, :func:`standin_dir`)
+    filled in."""
+    return p.replace("{shared}", config.get("shared_dir", "../shared")).replace("{standins}", standin_dir(config))
+
+
+# ------------------------------------------------------------------------------------------------- stand-ins
+# A rehearsal (config/rehearsal.yaml) points sources, inits and data.eval_paths at `{standins}/models/<name>` and
+# `{standins}/data/...`, which rules of the DAG build offline (workflow/rules/standins.smk,
+# fastdllm_core.rehearsal); a config without `standins:` has none of these jobs.
+def standin_dir(config: dict) -> str:
+    return f"{run_dir(config)}/standins"
+
+
+def standin_models(config: dict) -> dict[str, str]:
+    """Stand-in checkpoint name -> its directory (``standins.models``)."""
+    return {n: f"{standin_dir(config)}/models/{n}" for n in (config.get("standins") or {}).get("models", {})}
+
+
+def standin_data_dir(config: dict) -> str | None:
+    """The stand-in data directory when ``standins.data`` is set, else None."""
+    return f"{standin_dir(config)}/data" if (config.get("standins") or {}).get("data") else None
+
+
+def standin_inputs(config: dict, path: str | None) -> list[str]:
+    """The stand-in output (a model directory or the data directory) that ``path`` lies in, as a Snakemake
+    input; [] for any other path."""
+    if not path or not config.get("standins"):
+        return []
+    for d in [*standin_models(config).values(), standin_data_dir(config)]:
+        if d and (path == d or path.startswith(d + "/")):
+            return [d]
+    return []
 
 
 def model_final(config: dict, name: str) -> str:
@@ -75,7 +106,8 @@ def model_source(config: dict, name: str) -> str:
 
 def model_inputs(config: dict, name: str) -> list[str]:
     """Snakemake inputs of a job using model ``name`` (the checkpoint when it is trained here)."""
-    return [model_final(config, name)] if is_trained(config["models"][name]) else []
+    m = config["models"][name]
+    return [model_final(config, name)] if is_trained(m) else standin_inputs(config, model_source(config, name))
 
 
 def trained_models(config: dict) -> list[str]:
@@ -84,7 +116,7 @@ def trained_models(config: dict) -> list[str]:
 
 def init_inputs(config: dict, name: str) -> list[str]:
     init = config["models"][name]["train"]["init"]
-    return model_inputs(config, init) if init in config["models"] else []
+    return model_inputs(config, init) if init in config["models"] else standin_inputs(config, shared_path(config, init))
 
 
 def synthetic_files(config: dict) -> dict[str, str]:
@@ -193,6 +225,17 @@ def train_threads(config: dict, name: str) -> int:
     """Cores of model ``name``'s training job: ``train.processes`` (default 1).  On the CPU they are data-parallel
     processes of one thread each; Snakemake caps them at ``--cores`` and runs other jobs beside a 1-core job."""
     return int(config["models"][name]["train"].get("processes", 1))
+
+
+BENCH_JOB_THREADS = 8
+
+
+def bench_job_threads(config: dict) -> int:
+    """Cores the bench job reserves, so that no other job of the run disturbs its timing: ``bench.job_threads``
+    (default :data:`BENCH_JOB_THREADS`), declared and bounded -- never ``workflow.cores``, which under a cluster
+    profile is the submit host's core count.  Snakemake caps it at ``--cores``; the decoding itself uses
+    ``bench.threads`` torch threads."""
+    return int((config.get("bench") or {}).get("job_threads", BENCH_JOB_THREADS))
 
 
 RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1, "dream": 1}

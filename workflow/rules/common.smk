@@ -48,11 +48,13 @@ def train_files(model):
 def train_inputs(model):
     """Training files as Snakemake inputs: the synthetic ones, and external ones that exist (a missing external
     file is reported by the training job itself before any work, so that the rest of the DAG stays runnable)."""
-    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f)]
+    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f)] + [
+        d for f in train_files(model) for d in plan.standin_inputs(config, f)]
 
 
 MISSING_TRAIN_FILES = sorted({f for m in TRAINED for f in train_files(m)
-                              if f not in SYN_FILES.values() and not os.path.exists(f)})
+                              if f not in SYN_FILES.values() and not os.path.exists(f)
+                              and not plan.standin_inputs(config, f)})
 if MISSING_TRAIN_FILES:
     print(f"warning: training data not found: {MISSING_TRAIN_FILES}; jobs that train "
           f"({', '.join(TRAINED)}) will fail until it is provided (see README, 'Paper scale')", file=sys.stderr)
@@ -68,7 +70,7 @@ def task_data(task):
 
 def task_inputs(task):
     p = task_data(task)
-    return [p] if p and task in plan.TASK_DATA_KEYS else []
+    return [p] if p and task in plan.TASK_DATA_KEYS else plan.standin_inputs(config, p)
 
 
 def model_mem_mb(wildcards, attempt):

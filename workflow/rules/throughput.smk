@@ -18,7 +18,7 @@ rule bench:
         f"{R}/benchmarks/throughput/{{sweep}}.tsv"
     message:
         "throughput sweep {wildcards.sweep} -> {output}: {params.summary}"
-    threads: workflow.cores
+    threads: plan.bench_job_threads(config)
     conda:
         "../../environment.yml"
     resources:

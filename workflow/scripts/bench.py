@@ -19,18 +19,25 @@ with logged(snakemake):  # noqa: F821
     if sm.wildcards.sweep == "gpu_batch" and device != "cuda":
         raise RuntimeError("the gpu_batch sweep measures GPU throughput and needs CUDA; it is left out when gpu: false")
     bcfg = p.bench
-    # the job holds every core (no other job of this run disturbs the timing) but decodes with bench.threads
-    # torch threads (default 1: a tiny model at small batch gains nothing from more, and a lone thread cannot
-    # collapse on a busy machine); each row records the threads and how busy the host was
+    # the job reserves bench.job_threads cores (no other job of this run disturbs the timing) but decodes with
+    # bench.threads torch threads (default 1: a tiny model at small batch gains nothing from more, and a lone
+    # thread cannot collapse on a busy machine); each row records the threads and how busy the host was
     torch.set_num_threads(int(bcfg.get("threads", 1)))
     if p.prompts_task in plan.SYNTH_TASKS:  # the user turns the accuracy evaluation sends, item by item
         from fastdllm_core.evaluation.synthetic import user_prompts
 
         texts = user_prompts(p.prompts_task, p.prompts_path)
     else:
-        texts = bench.read_prompt_texts(p.prompts_path) if p.prompts_path else None
+        key = f"data.eval_paths.{p.prompts_task}"  # the config key a DAG user sets
+        if not p.prompts_path:
+            raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set {key}")
+        try:
+            texts = bench.read_prompt_texts(p.prompts_path)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{exc} (bench.prompts_from={p.prompts_task!r}: set {key} to a local copy)") \
+                from exc
     if not texts:
-        raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
+        raise RuntimeError(f"no prompts for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
     texts = texts[: int(bcfg["num_prompts"])]
     rows, by_model = [], {}
     for run in p.runs:

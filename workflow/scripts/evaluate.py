@@ -75,9 +75,10 @@ with logged(snakemake):  # noqa: F821
                                 **({"loglikelihood_method": p.mdm_loglikelihood, "mc_num": int(p.mc_num)}
                                    if mode in MDM_MODES else {}))
             except TaskUnavailable as exc:
-                print(f"{task} {point}: task unavailable: {exc.reason}")
+                reason = jobs.dag_na_reason(task, exc.reason)  # names the config key, not run_task's argument
+                print(f"{task} {point}: task unavailable: {reason}")
                 rows = [{"model": p.source, "model_label": p.label, "task": task, "metric": "", "value": "",
-                         "n": 0, "status": "n/a", "note": exc.reason, "mode": mode, **point_fields,
+                         "n": 0, "status": "n/a", "note": reason, "mode": mode, **point_fields,
                          "max_new_tokens": "", **extra,
                          **run_metadata({"task": task, "point": point}, seed=config["seed"], device=device)}]
             for r in rows:  # the DAG's model key in `model`; the loaded source kept beside it

@@ -131,3 +131,16 @@ def code_fingerprint() -> str:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+def dag_na_reason(task: str, reason: str) -> str:
+    """A task's n/a reason as a DAG user reads it: the library's ``data_path=`` (an argument of ``run_task``) is
+    the config key ``data.eval_paths.<task>`` here, so the message names that key."""
+    import re
+
+    key = f"data.eval_paths.{task}"
+    out = re.sub(r"\bpass data_path=(\S*)",
+                 lambda m: f"set {key} in the config" + (f" to {m[1]}" if m[1] else ""), reason)
+    out = re.sub(r"\bfix data_path=", f"fix {key} in the config", out)
+    out = re.sub(r"\bdata_path=", key, out)
+    return out if key in out else f"{out} (set {key} in the config to a local copy)"

@@ -14,12 +14,38 @@ PAPER_SCALE_NOTE = {
     "tiny": "Embedded default: tiny models trained here on the synthetic suite (synth_arith stands in for GSM8K, "
             "synth_code for HumanEval base/plus); the paper's numbers are for Qwen2.5-Instruct 1.5B/7B.",
     "ci": "Reduced CI run of the embedded default (very small models and evaluation sets).",
+    "rehearsal": "REHEARSAL, not results: the paper-scale DAG run with tiny random stand-in weights in the released "
+                 "formats and small stand-in benchmark files (config/rehearsal.yaml). It shows that every job runs; "
+                 "no number here says anything about the paper's models.",
 }
+# the label every table and figure of a rehearsal carries in its title
+REHEARSAL_LABEL = "REHEARSAL (stand-in weights, not results)"
+
+
+def is_rehearsal(config: dict) -> bool:
+    return config.get("scale") == "rehearsal"
+
+
+def titled(config: dict, title: str) -> str:
+    """A table's or figure's title, labelled as a rehearsal when it is one."""
+    return f"{REHEARSAL_LABEL}: {title}" if is_rehearsal(config) else title
 
 
 def scale_note(config: dict) -> str:
     return PAPER_SCALE_NOTE.get(config["scale"], f"Scale '{config['scale']}': models and data as configured in "
                                                  "the config file; the paper's numbers beside them.")
+
+
+def limit_note(config: dict, sweep: bool = False) -> list[str]:
+    """Says that a table's cells rest on the first N test items (``eval.limit``; the sweeps' ``eval.sweep_limit``)
+    when a limit is set, so that a reader never takes them for the whole benchmark."""
+    ev = config.get("eval") or {}
+    key, n = ("eval.sweep_limit", ev.get("sweep_limit")) if sweep and ev.get("sweep_limit") else \
+        ("eval.limit", ev.get("limit"))
+    if not n:
+        return []
+    return [f"Each cell rests on at most the first {n} test items of its task ({key}: {n}), not the whole "
+            "benchmark."]
 
 
 def column_specs(config: dict, ids: list[str], with_avg: bool = False) -> list[dict]:
@@ -72,8 +98,8 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
         notes.append(f"Decoding: block {base['block_size']}, sub-block {base['sub_block_size']}, threshold "
                      f"{base['threshold']}, sub-block cache {'on' if base['use_sub_block_cache'] else 'off'}; "
                      "AR rows use greedy autoregressive decoding.")
-        notes += seed_notes(config, [r["model"] for r in rows])
-        return T.comparison_table(name=name, title="Table 1: main results", scale=scale, paper_table="table1",
+        notes += seed_notes(config, [r["model"] for r in rows]) + limit_note(config)
+        return T.comparison_table(name=name, title=titled(config, "Table 1: main results"), scale=scale, paper_table="table1",
                                   groups=groups, columns=cols, acc=acc, first_header="Model", notes=notes,
                                   contrasts=table1_contrasts(rows))
     if name == "table2_recipe_ablation":
@@ -84,8 +110,8 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
         cols = column_specs(config, t["table2"]["columns"], with_avg=True)
         notes.append(prov + " Avg. is over the columns shown; the paper's Avg. is over its nine columns, so a "
                      "mean over fewer is labelled partial and not differenced against it.")
-        notes += seed_notes(config, [r["model"] for r in t["table2"]["rows"]])
-        return T.comparison_table(name=name, title="Table 2: training recipe ablation", scale=scale,
+        notes += seed_notes(config, [r["model"] for r in t["table2"]["rows"]]) + limit_note(config)
+        return T.comparison_table(name=name, title=titled(config, "Table 2: training recipe ablation"), scale=scale,
                                   paper_table="table2", groups=groups, columns=cols, acc=acc, first_header="Recipe",
                                   notes=notes, contrasts=[(i, i + 1) for i in range(len(groups) - 1)])
     if name == "table3_subblock_size":
@@ -93,8 +119,9 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
                    "decode": dict(base, sub_block_size=s)} for s in t["table3"]["sub_blocks"]]
         notes.append(f"Model: {label(config, abl)} (roles.ablation_bd; the paper's Table 3 is on its 1.5B model); "
                      f"block {base['block_size']}, threshold {base['threshold']}.")
+        notes += limit_note(config, sweep=True)
         ref = _index_of(t["table3"]["sub_blocks"], base["sub_block_size"])
-        return T.comparison_table(name=name, title="Table 3: sub-block size", scale=scale, paper_table="table3",
+        return T.comparison_table(name=name, title=titled(config, "Table 3: sub-block size"), scale=scale, paper_table="table3",
                                   groups=groups, columns=column_specs(config, t["table3"]["columns"]), acc=acc,
                                   first_header="Sub-block size", notes=notes,
                                   contrasts=[(ref, i) for i in range(len(groups)) if ref is not None and i != ref])
@@ -105,9 +132,11 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
                      "trained with block size "
                      f"{config.get('training', {}).get('objective', {}).get('block_size', BLOCK_SIZE)}); inference block "
                      f"size varied, sub-block = block, threshold {base['threshold']}.")
+        notes += limit_note(config, sweep=True)
         ref = _index_of(t["table4"]["block_sizes"], config.get("training", {}).get("objective", {}).get(
             "block_size", base["block_size"]))
-        return T.comparison_table(name=name, title="Table 4: inference block size (train/inference mismatch)",
+        return T.comparison_table(name=name, title=titled(config, "Table 4: inference block size (train/inference "
+                                                                  "mismatch)"),
                                   scale=scale, paper_table="table4", groups=groups,
                                   columns=column_specs(config, t["table4"]["columns"]), acc=acc,
                                   first_header="Inference block size", notes=notes,
@@ -115,7 +144,9 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
     if name in ("table5_case_single_turn", "table6_case_multi_turn"):
         cases = cases if cases is not None else pd.DataFrame()
         title = "Table 5: single-turn case study" if name.startswith("table5") else "Table 6: multi-turn case study"
-        return T.case_study_table(name=name, title=title, scale=scale, cases=cases, notes=notes)
+        main_bd = plan.role(config, "main_bd")
+        return T.case_study_table(name=name, title=titled(config, title), scale=scale, cases=cases, notes=notes,
+                                  model_label=f"{label(config, main_bd)} ({main_bd}, roles.main_bd)")
     raise ValueError(f"unknown table {name!r}")
 
 
@@ -185,6 +216,15 @@ def speed_point_specs(config: dict, models: list[str]) -> list[dict]:
 
 
 def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
+    """Draw figure ``name``; a rehearsal's figures carry :data:`REHEARSAL_LABEL` above them and in their title
+    metadata."""
+    from analysis import plotting
+
+    with plotting.labelled(REHEARSAL_LABEL if is_rehearsal(config) else None):
+        _draw_figure(name, config, png, pdf, acc, thr, gpu_frames)
+
+
+def _draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
     acc = acc if acc is not None else pd.DataFrame()
     thr = thr if thr is not None else pd.DataFrame()
     scale, f = config["scale"], config["figures"]
@@ -301,7 +341,7 @@ def summary_spec(config: dict) -> dict:
     sp_models = [dict(p, source=p["model"]) for p in speed_point_specs(config, plan.fig1a_models(config))]
     sd = plan.speed_decode(config)
     return {
-        "title": f"What the DAG measured (scale: {config['scale']})",
+        "title": titled(config, f"What the DAG measured (scale: {config['scale']})"),
         "scale": config["scale"],
         "intro": scale_note(config) + (f" Stand-in tasks: {stand_ins}." if stand_ins else "") +
                  " Generated by the DAG (rule `summary`, analysis/summary.py) from the results CSVs of one run.",

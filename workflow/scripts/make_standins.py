@@ -1,0 +1,21 @@
+"""Stand-in checkpoints and benchmark files of a rehearsal (rules standin_model / standin_data)."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    from fastdllm_core import rehearsal
+
+    sm = snakemake  # noqa: F821
+    spec = dict(sm.params.spec)
+    if sm.rule == "standin_models":
+        for name, path in sm.output.items():
+            s = spec[name]
+            rehearsal.write_standin_model(path, s["format"], seed=int(s.get("seed", 0)))
+            print(f"{name}: {s['format']} stand-in (random weights, seed {s.get('seed', 0)}) -> {path}")
+    else:
+        files = rehearsal.write_standin_data(sm.output[0], n_items=int(spec.get("n_items", 8)),
+                                             seed=int(spec.get("seed", 0)), tasks=spec.get("tasks"))
+        for task, path in files.items():
+            print(f"{task}: {path}")
