@@ -371,3 +371,17 @@ def test_sweeps_are_split_into_bounded_jobs_whatever_their_item_count(name):
         assert len([j for j in jobs if j.startswith("fastdllm_v2_1.5b.")]) >= 4
         main = jobs["fastdllm_v2_1.5b"]["points"]
         assert all(ps == ["bd_b32_s8_t1_c0"] for ps in main.values()), main
+
+
+def test_a_shared_default_that_is_absent_falls_back_to_the_task_own_source(tmp_path):
+    """Issue 24, fault 5: config/paper.yaml's `{shared}` data paths on a machine without ../shared are defaults that
+    do not apply (the task then loads its data itself: override variable, Hub, or n/a naming
+    data.eval_paths.<task>), not a missing file; a path the user gave stays as given."""
+    cfg = paper_config()
+    cfg["shared_dir"] = str(tmp_path / "empty")
+    assert plan.eval_path(cfg, "gsm8k") is None and plan.eval_path(cfg, "mmlu") is None
+    (tmp_path / "empty" / "data" / "gsm8k").mkdir(parents=True)
+    (tmp_path / "empty" / "data" / "gsm8k" / "test.jsonl").write_text("{}\n")
+    assert plan.eval_path(cfg, "gsm8k") == str(tmp_path / "empty" / "data" / "gsm8k" / "test.jsonl")
+    cfg["data"]["eval_paths"]["gsm8k"] = str(tmp_path / "mine.jsonl")  # absent, but the user's own
+    assert plan.eval_path(cfg, "gsm8k") == str(tmp_path / "mine.jsonl")

@@ -8,6 +8,8 @@ rebuilds the setting with :meth:`DecodeConfig.from_slug` and the limit with :fun
 """
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 from fastdllm_core.config import MDM_MODES, SLUG_FIELDS, DecodeConfig
@@ -63,6 +65,16 @@ def shared_path(config: dict, p: str) -> str:
     """``p`` with ``{shared}`` (shared_dir) and ``{standins}`` (the stand-ins' directory, :func:`standin_dir`)
     filled in."""
     return p.replace("{shared}", config.get("shared_dir", "../shared")).replace("{standins}", standin_dir(config))
+
+
+def eval_path(config: dict, task: str) -> str | None:
+    """``data.eval_paths.<task>`` with its placeholders filled, or None when unset or when it is a ``{shared}``
+    default whose file is absent here (the task then loads its data itself: override variable, Hub, or n/a)."""
+    p = (config["data"].get("eval_paths") or {}).get(task)
+    if not p:
+        return None
+    out = shared_path(config, p)
+    return None if "{shared}" in p and not os.path.exists(out) else out
 
 
 # ------------------------------------------------------------------------------------------------- stand-ins

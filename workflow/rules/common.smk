@@ -18,6 +18,10 @@ plan_checks.check(config)
 # every adaptation once per seed of adaptation_seeds (<model>.seed<S>; the first seed keeps the model's key)
 config["models"] = plan.expand_seeds(config)["models"]
 
+# the library's own fallbacks (the original HumanEval, ...) look in shared_dir too: the config decides, not the
+# environment, so that every job -- local or submitted -- reads the same shared copy
+os.environ.update(FASTDLLM_SHARED_DIR=os.path.abspath(config.get("shared_dir", "../shared")))
+
 RESULTS = config["results_dir"]
 R = plan.run_dir(config)  # intermediate results of this scale: results/<scale>/...
 LOGS = f"{R}/logs"
@@ -61,11 +65,12 @@ if MISSING_TRAIN_FILES:
 
 
 def task_data(task):
-    """Local test data of a task: the synthetic files, or data.eval_paths (else the task loads it itself)."""
+    """Local test data of a task: the synthetic files, or data.eval_paths (else the task loads it itself: its
+    override variable, the Hub, or n/a naming data.eval_paths.<task>).  A `{shared}` path whose file is not there
+    (a machine without ../shared) is a default that does not apply, not an error."""
     if task in plan.TASK_DATA_KEYS:
         return SYN_FILES[plan.TASK_DATA_KEYS[task]]
-    p = config["data"].get("eval_paths", {}).get(task)
-    return plan.shared_path(config, p) if p else None
+    return plan.eval_path(config, task)
 
 
 def task_inputs(task):

@@ -93,11 +93,12 @@ def data_fingerprint(data_path, environ=None) -> dict:
         if env.get(var):
             v = env[var]
             out[var] = {"value": v, "files": fingerprint_files([v]) if var.endswith("_PATH") else []}
-    if env.get("FASTDLLM_SHARED_DIR") is None and not data_path:  # the default shared copies (gsm8k, humaneval)
+    if not data_path:  # the library's fallbacks to the shared copies (gsm8k, the original humaneval)
         from fastdllm_core.evaluation import shared_dir
 
-        out["shared"] = fingerprint_files([shared_dir() / "data/gsm8k/test.jsonl",
-                                           shared_dir() / "data/humaneval/HumanEval.jsonl.gz"])
+        base = Path(env["FASTDLLM_SHARED_DIR"]) if env.get("FASTDLLM_SHARED_DIR") else shared_dir()
+        out["shared"] = fingerprint_files([base / "data/gsm8k/test.jsonl",
+                                           base / "data/humaneval/HumanEval.jsonl.gz"])
     return out
 
 
