@@ -1,0 +1,111 @@
+"""The package's shape (issue 23): one subpackage per concern, no import cycle, no module over 400 lines and no
+function over 60.  Static (AST) checks: nothing is imported, so a cycle through a lazy, in-function import counts
+as much as one at module level."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "fastdllm_core"
+SUBPACKAGES = ("decoding", "training", "evaluation", "evaluation/sandbox", "synthetic", "bench", "cli", "modeling")
+GONE = ("train.py", "train_config.py", "train_init.py", "train_io.py", "configkeys.py", "data.py", "objective.py",
+        "evaluation/synthetic", "evaluation/sandbox.py", "evaluation/sandbox_setup.py",
+        "evaluation/evalplus_worker.py", "evaluation/verdict.py")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (anywhere in its body).  ``from pkg import name`` depends on the
+    submodule ``pkg.name`` when there is one, else on ``pkg``."""
+    mods = _modules()
+    graph = {}
+    for mod, path in mods.items():
+        here = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                prefix = ".".join(base + ([node.module] if node.module else []))
+                names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in mods else prefix for a in node.names]
+            else:
+                continue
+            deps |= {n for n in names if n in mods and n != mod}
+        graph[mod] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_tree_has_one_subpackage_per_concern():
+    missing = [d for d in SUBPACKAGES if not (PKG / d / "__init__.py").is_file()]
+    assert not missing, f"fastdllm_core lacks the subpackages {missing}"
+    left = [g for g in GONE if (PKG / g).exists()]
+    assert not left, f"flat modules (or re-export shims) that moved into a subpackage are still there: {left}"
+
+
+def test_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles in fastdllm_core: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_cycle_finder_finds_a_cycle():  # the check above must be able to fail
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_over_400_lines():
+    big = {str(p.relative_to(PKG)): n for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines()))
+           > MAX_MODULE_LINES}
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_function_over_60_lines(path):
+    long = {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1
+            > MAX_FUNCTION_LINES}
+    assert not long, f"{path.relative_to(PKG)}: functions over {MAX_FUNCTION_LINES} lines: {long}"
