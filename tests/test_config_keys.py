@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fastdllm_core import configkeys, train
 from fastdllm_core.cli import train as train_cli
-from fastdllm_core.configkeys import UnknownKey, check_keys
+from fastdllm_core.training import config as train_config
+from fastdllm_core.training import loop
+from fastdllm_core.training.config import DEFAULTS, TrainConfig, UnknownKey, check_keys, merge_config
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
@@ -47,9 +48,9 @@ def _cfg(data_file, **over):
     ({"recipee": "bd_pad"}, "recipee", "recipe"),
 ])
 def test_train_config_rejects_unknown_keys(data_file, patch, key, suggestion):
-    cfg = train._merge(_cfg(data_file), patch)
+    cfg = merge_config(_cfg(data_file), patch)
     with pytest.raises(UnknownKey) as ei:
-        train.resolve_config(cfg)
+        TrainConfig.from_dict(cfg)
     msg = str(ei.value)
     assert f"unknown key {key!r}" in msg and f"did you mean {suggestion!r}" in msg
 
@@ -58,22 +59,17 @@ def test_train_config_accepts_cli_keys_tiny_model_arguments_and_new_defaults(dat
     cfg = _cfg(data_file)
     cfg["train"]["output_dir"] = "somewhere"  # read by `fastdllm train`
     cfg["model"]["tiny"]["rms_norm_eps"] = 1e-5  # any Qwen2Config argument
-    train.resolve_config(cfg)
+    TrainConfig.from_dict(cfg)
     with pytest.raises(UnknownKey, match="'optim' must be a mapping"):
-        train.resolve_config({**cfg, "optim": 5})
-    # a key added to DEFAULTS later is accepted without touching the checks
-    monkeypatch.setitem(train.DEFAULTS["optim"], "ema_decay", 0.0)
-    cfg["optim"]["ema_decay"] = 0.99
-    assert train.resolve_config(cfg)["optim"]["ema_decay"] == 0.99
-    check_keys({"optim": {"ema_decay": 1}}, train.DEFAULTS)
-
-
-def test_dag_reads_exactly_train_defaults():
-    assert configkeys.train_defaults() == train.DEFAULTS
+        TrainConfig.from_dict({**cfg, "optim": 5})
+    # the checks take their keys from the defaults (the dataclasses' fields): a field added there is accepted
+    with pytest.raises(UnknownKey, match="optim.ema_decay"):
+        check_keys({"optim": {"ema_decay": 1}})
+    check_keys({"optim": {"ema_decay": 1}}, merge_config(DEFAULTS, {"optim": {"ema_decay": 0.0}}))
 
 
 def test_cli_misspelling_fails_before_training(data_file, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(train, "train", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(loop, "train", lambda *a, **k: pytest.fail("training started"))
     c = _cfg(data_file)
     c["optimm"] = c.pop("optim")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(c))
@@ -96,7 +92,7 @@ def test_cli_misspelling_fails_before_training(data_file, tmp_path, capsys, monk
 def test_cli_says_so_on_the_first_line_when_the_paper_budget_is_used(data_file, tmp_path, capsys, monkeypatch,
                                                                      drop, max_steps_arg, expect):
     calls = []
-    monkeypatch.setattr(train, "train", lambda cfg, out, **k: calls.append((cfg, k)) or Path(out) / "final")
+    monkeypatch.setattr(loop, "train", lambda cfg, out, **k: calls.append((cfg, k)) or Path(out) / "final")
     c = _cfg(data_file)
     for k in drop:
         del c["optim"][k]
@@ -134,7 +130,7 @@ def test_dag_training_blocks_reject_unknown_keys(dag_config, where, patch, msg):
     node = c
     for k in where.split("."):
         node = node[k]
-    node.update(train._merge(node, patch))
+    node.update(merge_config(node, patch))
     with pytest.raises(plan_checks.ConfigError, match=msg.replace("(", r"\(").replace("?", r"\?")):
         plan_checks.check(c)
 
@@ -152,13 +148,13 @@ def test_dag_schema_types_the_training_block(dag_config):
         node = c
         for k in where.split("."):
             node = node[k]
-        node.update(train._merge(node, patch) if isinstance(patch.get("optim"), dict) or "data" in patch
+        node.update(merge_config(node, patch) if isinstance(patch.get("optim"), dict) or "data" in patch
                     else patch)
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(c, schema)
-    # every key the schema types is a key of train.DEFAULTS (or the CLI's train.output_dir)
+    # every key the schema types is a key of the TrainConfig (or the CLI's train.output_dir)
     sections = schema["definitions"]["training_sections"]
     for sec, sub in sections.items():
-        known = set(train.DEFAULTS[sec]) | configkeys.EXTRA_KEYS.get((sec,), set())
+        known = set(DEFAULTS[sec]) | train_config.EXTRA_KEYS.get((sec,), set())
         assert set(sub["properties"]) <= known, sec
-    assert set(schema["definitions"]["training"]["properties"]) <= set(train.DEFAULTS)
+    assert set(schema["definitions"]["training"]["properties"]) <= set(DEFAULTS)

@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available()
 
 
 def test_bf16_training_step_with_flex_attention(tmp_path):
-    from fastdllm_core.train import train
+    from fastdllm_core.training.loop import train
 
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps({"prompt": f"{a}+{b}=?", "response": str(a + b)})

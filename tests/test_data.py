@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from fastdllm_core.data import IGNORE, build_dataset, encode_example, pack
+from fastdllm_core.training.data import IGNORE, build_dataset, encode_example, pack
 
 MASK = 3
 

@@ -20,11 +20,11 @@ def _no_model_load(monkeypatch):
 
     import fastdllm_core.evaluation.runner as runner
     import fastdllm_core.model as model
-    import fastdllm_core.train as train
+    import fastdllm_core.training.loop as loop
 
     monkeypatch.setattr(runner, "load_model", boom)
     monkeypatch.setattr(model, "load_model", boom)
-    monkeypatch.setattr(train, "build_model", boom)
+    monkeypatch.setattr(loop, "build_model", boom)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
 
@@ -125,7 +125,7 @@ def test_cli_eval_names_the_bad_line(tmp_path, suite, capsys):
     ('[1, 2]', r":2: an SFT row must be a JSON object"),
 ])
 def test_bad_training_data_is_named_before_the_model_is_built(tmp_path, line, pattern):
-    from fastdllm_core.train import train
+    from fastdllm_core.training.loop import train
 
     f = _write(tmp_path / "sft.jsonl", ['{"prompt": "1+1=?", "response": "2"}', line])
     cfg = {"data": {"train_files": [str(f)], "seq_len": 64}, "objective": {"block_size": 16},
@@ -137,7 +137,7 @@ def test_bad_training_data_is_named_before_the_model_is_built(tmp_path, line, pa
 
 
 def test_empty_training_file_names_the_files(tmp_path):
-    from fastdllm_core.train import train
+    from fastdllm_core.training.loop import train
 
     f = _write(tmp_path / "sft.jsonl", [])
     cfg = {"data": {"train_files": [str(f)], "seq_len": 64}, "objective": {"block_size": 16},
@@ -180,9 +180,9 @@ def test_dag_training_job_names_bad_data_before_writing_its_run_dir(tmp_path, mo
     import sys
     from types import SimpleNamespace
 
-    import fastdllm_core.train as train
+    import fastdllm_core.training.launch as launch
 
-    monkeypatch.setattr(train, "train_processes", lambda *a, **k: pytest.fail("training processes started"))
+    monkeypatch.setattr(launch, "train_processes", lambda *a, **k: pytest.fail("training processes started"))
     f = _write(tmp_path / "sft.jsonl", ['{"prompt": "1+1=?", "response": "2"}', '{"messages": "hi"}'])
     scripts = Path(__file__).resolve().parent.parent / "workflow" / "scripts"
     monkeypatch.syspath_prepend(str(scripts))

@@ -60,11 +60,11 @@ def _offline(monkeypatch):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from fastdllm_core import data as data_mod
+    from fastdllm_core.training import data as data_mod
     from fastdllm_core.evaluation.synthetic import write_suite
     from fastdllm_core.model import ensure_mask_token, load_model
     from fastdllm_core.tiny import bpe_tokenizer, tiny_model, tiny_qwen2_config
-    from fastdllm_core.train_init import init_mask_embedding, tokenizer_texts
+    from fastdllm_core.training.model_init import init_mask_embedding, tokenizer_texts
 
     root = tmp_path_factory.mktemp("numerics_eval")
     suite = write_suite(root / "suite", **SUITE)

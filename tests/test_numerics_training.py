@@ -5,9 +5,9 @@ task) -> ``ar_pretrain`` from a random tiny Qwen2 with a byte-level BPE trained 
 from that checkpoint -> ``ntp``, ``bd_naive``, ``bd_pad``, ``bd_pad_cm`` from the SFT checkpoint.  Model options
 as the embedded default's (BPE of 768, ``mask_init: zero``, the AR base's shape, block 32, eps 1e-3), with
 sequences of 4 blocks and 4 optimiser steps of 4 micro-batches (gradient accumulation), one torch thread (the
-DAG's CPU thread policy).  Each case runs the real ``fastdllm_core.train.train`` and pins, per recipe:
+DAG's CPU thread policy).  Each case runs the real ``fastdllm_core.training.loop.train`` and pins, per recipe:
 
-* exactly: the config train() resolved (``DEFAULTS`` merged in), the training file's sha256, the tokenizer (vocab,
+* exactly: the config train() resolved (``TrainConfig.to_dict()``: the defaults merged in), the training file's sha256, the tokenizer (vocab,
   merges, added tokens), the [MASK] id, the packed dataset, the initial weights (sha256 of a random init; the
   [MASK] row's largest absolute value), and per step the sha256 of the batch (input ids and labels of every
   micro-batch, as ``step_views`` hands them to the loop), of the noise masks, and the number of supervised tokens;
@@ -31,8 +31,9 @@ import torch
 from safetensors.torch import load_file
 
 import numerics_check as nc
-from fastdllm_core import train as T
-from fastdllm_core.configkeys import merge_config
+from fastdllm_core.training import launch
+from fastdllm_core.training import loop as T
+from fastdllm_core.training.config import merge_config
 
 STORE = "training"
 SUITE = {"seed": 0, "n_eval": 4, "n_pretrain": 6, "n_sft": 4, "n_adapt": 4}  # synthetic.write_suite
@@ -108,7 +109,7 @@ class Chain:
             final = T.train(copy.deepcopy(cfg), out_dir, progress=False)
         o = cfg["optim"]
         assert len(cap["steps"]) == o["max_steps"], (
-            f"train() called fastdllm_core.train.step_views {len(cap['steps'])} times for {o['max_steps']} steps: "
+            f"train() called fastdllm_core.training.loop.step_views {len(cap['steps'])} times for {o['max_steps']} steps: "
             "the capture of this test no longer matches the training loop")
         rows = read_metrics(out_dir)
         assert [r["step"] for r in rows] == list(range(1, o["max_steps"] + 1))
@@ -150,14 +151,14 @@ def _placeholders(resolved: dict, cfg: dict, stored: dict) -> dict:
 
 def _capture_start(model_and_data, cap: dict):
     def wrapped(cfg, device, rows):
-        cap["config"] = copy.deepcopy(cfg)
+        cap["config"] = cfg.to_dict()
         model, tok, mask_id, ds = model_and_data(cfg, device, rows)
         weights = nc.named_weights(model)
         start = {"tokenizer": nc.tokenizer_fingerprint(tok), "mask_id": mask_id,
                  "dataset": {"sequences": len(ds), "ids_labels_sha256": nc.sha256_tensors(ds.input_ids, ds.labels)},
                  "init_mask_row_abs_max": float(model.get_input_embeddings().weight[mask_id].detach().abs().max()),
                  "init_weights": nc.weights_summary(weights)}
-        if cfg["model"]["init"] == "tiny":  # a seeded random init: exact
+        if cfg.model.init == "tiny":  # a seeded random init: exact
             start["init_weights_sha256"] = nc.weights_sha256(weights)
         cap["start"] = start
         return model, tok, mask_id, ds
@@ -188,8 +189,8 @@ def test_noise_schedule(request):
     """``noise_batch`` (per block t ~ U(eps, 1), complementary views) on 64 x 1024 positions with the training
     loop's generators, exactly: the cases above draw a few thousand positions, too few to see a change of the
     size of eps (1e-3) in t."""
-    from fastdllm_core import objective as obj
-    from fastdllm_core.data import IGNORE
+    from fastdllm_core.training import objective as obj
+    from fastdllm_core.training.data import IGNORE
 
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(4, 700, (64, 1024), generator=g)
@@ -221,7 +222,7 @@ def test_two_processes_follow_the_single_process(chain, tmp_path):
     batches (supervised tokens per step), losses, gradient norms, learning rates, tokenizer and trained weights
     as the single process, within the stored tolerances."""
     single = chain.run("ar_pretrain")["values"]
-    final = T.train_processes(chain.config("ar_pretrain"), tmp_path / "ddp", 2)
+    final = launch.train_processes(chain.config("ar_pretrain"), tmp_path / "ddp", 2)
     rows = read_metrics(tmp_path / "ddp")
     assert {r["world_size"] for r in csv.DictReader(open(tmp_path / "ddp" / "metrics.csv"))} == {"2"}
     from fastdllm_core.model import _load_tokenizer

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from conftest import make_tiny
-from fastdllm_core import objective as obj
-from fastdllm_core.data import IGNORE
+from fastdllm_core.training import objective as obj
+from fastdllm_core.training.data import IGNORE
 from fastdllm_core.decoding.engine import _CachedEngine
 
 MASK = 3

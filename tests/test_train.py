@@ -10,7 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from fastdllm_core.train import resolve_config, train
+from fastdllm_core.training.config import TrainConfig, merge_config
+from fastdllm_core.training.loop import train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,10 +122,8 @@ def test_two_process_ddp_follows_single_process(tmp_path, data_file):
     ({"model": {"mask_init": "mean"}}, "model.mask_init must be one of .*'mean'"),
 ])
 def test_bad_config(data_file, patch, match):
-    from fastdllm_core.train import _merge
-
     with pytest.raises((ValueError, FileNotFoundError), match=match):
-        resolve_config(_merge(cfg(data_file), patch))
+        TrainConfig.from_dict(merge_config(cfg(data_file), patch))
 
 
 def test_empty_dataset_file(tmp_path):
@@ -154,7 +153,7 @@ def test_train_processes_runs_one_thread_per_process(tmp_path, data_file, monkey
     (e.g. Snakemake, which sets MKL_NUM_THREADS to the job's cores) has set; bad counts fail before any launch."""
     import subprocess
 
-    from fastdllm_core import train as T
+    from fastdllm_core.training import launch as T
 
     seen = {}
 
@@ -179,7 +178,7 @@ def test_train_processes_runs_one_thread_per_process(tmp_path, data_file, monkey
 @pytest.mark.parametrize("tied", [True, False])
 def test_mask_init_zero_clears_only_the_mask_rows(tied):
     from fastdllm_core.tiny import tiny_model, tiny_qwen2_config
-    from fastdllm_core.train import init_mask_embedding
+    from fastdllm_core.training.model_init import init_mask_embedding
 
     model = tiny_model(tiny_qwen2_config(vocab_size=32, hidden_size=16, layers=1, heads=2, kv_heads=1,
                                          tie_word_embeddings=tied))

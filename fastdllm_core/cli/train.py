@@ -1,5 +1,5 @@
 """``fastdllm train --config CFG.yaml [--output-dir DIR] [--max-steps N] [--set key=value]``: one training run
-(:func:`fastdllm_core.train.train`)."""
+(:func:`fastdllm_core.training.loop.train` on a :class:`~fastdllm_core.training.config.TrainConfig`)."""
 from __future__ import annotations
 
 import argparse
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from .. import train as train_mod
-from ..configkeys import UnknownKey, paper_budget_warning
-from ..data import read_train_files
+from ..training import loop
+from ..training.config import TrainConfig, UnknownKey, paper_budget_warning, set_key
+from ..training.data import read_train_files
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="fastdllm train", description=train_mod.__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="fastdllm train", description=loop.__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True, help="YAML training config")
     p.add_argument("--output-dir", help="run directory (default: train.output_dir in the config)")
     p.add_argument("--max-steps", type=int, help="override optim.max_steps")
@@ -27,11 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     for kv in args.set:
         if "=" not in kv:
             p.error(f"--set expects KEY=VALUE, got {kv!r}")
-        train_mod.set_key(cfg, *kv.split("=", 1))
+        set_key(cfg, *kv.split("=", 1))
     try:
-        files = train_mod.resolve_config(cfg)["data"]["train_files"]  # unknown keys and bad values fail here
+        config = TrainConfig.from_dict(cfg)  # unknown keys and bad values fail here
         # and bad data (file, line, field) in one line, before anything is printed or built
-        rows = read_train_files(files)
+        rows = read_train_files(config.data.train_files)
     except (UnknownKey, ValueError, FileNotFoundError) as exc:
         print(f"fastdllm train: error: {exc}", file=sys.stderr)
         return 2
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if not out:
         p.error("give --output-dir or train.output_dir in the config")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    final = train_mod.train(cfg, out, max_steps=args.max_steps, progress=not args.no_progress, rows=rows)
+    final = loop.train(config, out, max_steps=args.max_steps, progress=not args.no_progress, rows=rows)
     print(final)
     return 0
 

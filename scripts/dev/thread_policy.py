@@ -62,7 +62,8 @@ def main(argv=None) -> None:
         ap.error(f"--data: file not found: {args.data}")
     import torch
 
-    from fastdllm_core.train import train, train_processes
+    from fastdllm_core.training.launch import train_processes
+    from fastdllm_core.training.loop import train
 
     cfg = config(args.data, args.steps)
     competitors = [mp.get_context("spawn").Process(target=_compete, daemon=True) for _ in range(args.busy)]

@@ -34,7 +34,7 @@ MAIN_METRIC = {"synth_arith": "exact_match_strict", "synth_math": "exact_match",
 
 
 def train_config(args) -> dict:
-    from fastdllm_core.train import set_key
+    from fastdllm_core.training.config import set_key
 
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["training"]
     cfg = json.loads(json.dumps(base))
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from fastdllm_core.train import train
+    from fastdllm_core.training.loop import train
 
     cfg = train_config(args)
     run = Path(args.work) / "run"

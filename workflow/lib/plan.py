@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from fastdllm_core.config import MDM_MODES, SLUG_FIELDS, DecodeConfig
-from fastdllm_core.configkeys import merge_config
+from fastdllm_core.training.config import merge_config
 from fastdllm_core.evaluation.synthetic import TASKS as SYNTH_TASKS
 
 # a synthetic task -> the key of its test file among the synthetic suite's files (synthetic_files)
@@ -151,7 +151,7 @@ def train_files(config: dict, name: str) -> list[str]:
 
 def training_config(config: dict, name: str, train_files: list[str]) -> dict:
     """The ``fastdllm train`` config of model ``name``: config.training, overridden by the model's train block
-    (:func:`fastdllm_core.configkeys.merge_config`, the merge ``fastdllm train`` uses for its defaults)."""
+    (:func:`fastdllm_core.training.config.merge_config`, the merge ``fastdllm train`` uses for its defaults)."""
     m = config["models"][name]["train"]
     cfg = merge_config(config.get("training", {}),
                        {k: v for k, v in m.items() if k not in ("init", "dataset", "processes")})

@@ -1,4 +1,4 @@
-"""Train one model (fastdllm_core.train.train); resumes from run/checkpoints when a previous run was killed."""
+"""Train one model (fastdllm_core.training: loop.train, or launch.train_processes on CPU processes); resumes from run/checkpoints when a previous run was killed."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -15,7 +15,7 @@ with logged(snakemake):  # noqa: F821
 
     sm = snakemake  # noqa: F821
     cfg = sm.params.cfg
-    from fastdllm_core.configkeys import paper_budget_warning
+    from fastdllm_core.training.config import TrainConfig, paper_budget_warning
 
     warning = paper_budget_warning(cfg, f"the training config of {sm.wildcards.model} (training: + models."
                                         f"{sm.wildcards.model}.train:)")
@@ -26,24 +26,26 @@ with logged(snakemake):  # noqa: F821
     if missing:
         raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "
                                 "JSONL files ({'messages': [...]} or {'prompt', 'response'} rows)")
-    from fastdllm_core import data as data_mod
+    from fastdllm_core.training.data import read_train_files
 
+    config = TrainConfig.from_dict(cfg)  # a bad key or value is named before anything is written
     # a bad row is named (file, line, field) before anything is written into the run directory or any process
     # starts (with several training processes each would otherwise fail on its own, after the directory is made)
-    rows = data_mod.read_train_files(cfg["data"]["train_files"])
+    rows = read_train_files(config.data.train_files)
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
-    from fastdllm_core.train import train, train_processes
+    from fastdllm_core.training.launch import train_processes
+    from fastdllm_core.training.loop import train
 
-    if cfg["train"].get("device") == "cpu" and sm.threads > 1:
+    if config.train.device == "cpu" and sm.threads > 1:
         # the thread policy of CPU training: data-parallel processes of one thread each (never OpenMP threads,
-        # which collapse on a busy machine); see fastdllm_core.train.train_processes
+        # which collapse on a busy machine); see fastdllm_core.training.launch.train_processes
         print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
-        final = train_processes(cfg, run_dir, sm.threads)
+        final = train_processes(config, run_dir, sm.threads)
     else:
-        final = train(cfg, run_dir, progress=True, rows=rows)
+        final = train(config, run_dir, progress=True, rows=rows)
     print(f"final checkpoint: {final}")
     with open(run_dir / "metrics.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -3,12 +3,14 @@ read back on resume, and the final Hugging Face checkpoint."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
 from pathlib import Path
 
-from .provenance import write_json_atomic
+from ..provenance import write_json_atomic
+from .config import TrainConfig
 
 
 def checkpoints(output_dir: Path) -> list[Path]:
@@ -44,20 +46,25 @@ def read_metrics(path: Path, upto: int) -> list[dict]:
         return [r for r in csv.DictReader(fh) if int(r["step"]) <= upto]
 
 
-def save_final(model, tok, cfg, recipe, output_dir: Path, meta: dict) -> None:
+def save_final(model, tok, cfg: TrainConfig, output_dir: Path, meta: dict) -> None:
+    """The final Hugging Face checkpoint, written atomically: a block-diffusion model records its block size
+    (``bd_size``), a Dream-recipe model is saved in Dream's release format; ``fastdllm_train.json`` holds the
+    resolved config, the recipe and the run's metadata."""
     tmp = output_dir / ".final.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
-    if recipe["objective"] == "bd":
-        model.config.bd_size = cfg["objective"]["block_size"]
+    objective = cfg.spec.objective
+    if objective == "bd":
+        model.config.bd_size = cfg.objective.block_size
     model.config.use_cache = True
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    if recipe["objective"] == "dream":  # Dream's release format: loads as full-attention masked diffusion (Qwen2
+    if objective == "dream":  # Dream's release format: loads as full-attention masked diffusion (Qwen2
         raw = json.loads((tmp / "config.json").read_text())  # weights; its mask_token_id and the logit shift)
         raw.update(model_type="Dream", architectures=["DreamModel"], use_cache=False)
         write_json_atomic(tmp / "config.json", raw)
-    write_json_atomic(tmp / "fastdllm_train.json", {"config": cfg, "recipe": recipe, "metadata": meta})
+    write_json_atomic(tmp / "fastdllm_train.json", {"config": cfg.to_dict(), "recipe": dataclasses.asdict(cfg.spec),
+                                                    "metadata": meta})
     final = output_dir / "final"
     if final.exists():
         shutil.rmtree(final)

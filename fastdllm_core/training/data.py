@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from .jsonl import iter_jsonl
+from ..jsonl import iter_jsonl
+from .config import check_lengths
 
 IGNORE = -100
 PACKINGS = ("pad", "naive", "whole")
@@ -51,10 +52,10 @@ def read_jsonl(path: str | Path) -> list[dict]:
 
 def read_train_files(files: list) -> list[dict]:
     """Every row of the training files (:func:`read_jsonl`); no rows at all is an error naming the files.  The one
-    data check of ``fastdllm train``, the DAG's training job and :func:`~fastdllm_core.train.train`."""
+    data check of ``fastdllm train``, the DAG's training job and :func:`~fastdllm_core.training.loop.train`."""
     rows = [r for f in files for r in read_jsonl(f)]
     if not rows:
-        raise ValueError(f"the training dataset is empty: no rows in data.train_files {files}")
+        raise ValueError(f"the training dataset is empty: no rows in data.train_files {list(files)}")
     return rows
 
 
@@ -196,16 +197,6 @@ def pack(examples: list[tuple[list[int], list[int]]], seq_len: int, block_size: 
         seqs.append(_pad_to(cur_ids, L, pad_id))
         labs.append(_pad_to(cur_lab, L, IGNORE))
     return seqs, labs
-
-
-def check_lengths(seq_len: int, block_size: int) -> None:
-    for name, v in (("seq_len (L)", seq_len), ("block_size (D)", block_size)):
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if seq_len < block_size:
-        raise ValueError(f"seq_len L={seq_len} is smaller than block_size D={block_size}")
-    if seq_len % block_size:
-        raise ValueError(f"block_size D={block_size} must divide seq_len L={seq_len}")
 
 
 def build_dataset(tokenizer, rows: list[dict], *, seq_len: int, block_size: int, packing: str, pad_id: int,

@@ -29,8 +29,8 @@ import hashlib
 import torch
 import torch.nn.functional as F
 
+from ..masks import attention_kwargs, training_spec
 from .data import IGNORE
-from .masks import attention_kwargs, training_spec
 
 
 def sample_generator(seed: int, step: int, sample: int) -> torch.Generator:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from . import data as data_mod
+from .config import ModelConfig
+from .data import to_messages
 
 
 def tokenizer_texts(rows: list[dict]):
@@ -13,36 +14,35 @@ def tokenizer_texts(rows: list[dict]):
         if "text" in r:
             yield r["text"]
         else:
-            for m in data_mod.to_messages(r):
+            for m in to_messages(r):
                 yield f"{m['role']}\n{m['content']}"
 
 
-def build_model(cfg: dict, device: str, rows: list[dict] | None = None):
-    """Model + tokenizer + mask token id from ``model.init``: ``tiny`` = a random tiny Qwen2 with the character
-    tokenizer (``model.tokenizer: char``) or a byte-level BPE of ``model.vocab_size`` trained on ``rows``
-    (``model.tokenizer: bpe``); anything else is loaded with :func:`~fastdllm_core.model.load_model`."""
-    from .model import default_attn_implementation, ensure_mask_token, load_model
+def build_model(mc: ModelConfig, *, seed: int, block_size: int, device: str, attn_implementation: str | None = None,
+                rows: list[dict] | None = None):
+    """Model + tokenizer + mask token id from ``model.init``: ``tiny`` = a random tiny Qwen2 (weights from
+    ``seed``) with the character tokenizer (``model.tokenizer: char``) or a byte-level BPE of ``model.vocab_size``
+    trained on ``rows`` (``model.tokenizer: bpe``); anything else is loaded with
+    :func:`~fastdllm_core.model.load_model` (``block_size``: its block size when it is a block-diffusion model)."""
+    from ..model import default_attn_implementation, ensure_mask_token, load_model
 
-    attn = cfg["train"]["attn_implementation"] or default_attn_implementation(device)
-    init = cfg["model"]["init"]
-    if init == "tiny":
-        from .tiny import bpe_tokenizer, char_tokenizer, tiny_model, tiny_qwen2_config
+    attn = attn_implementation or default_attn_implementation(device)
+    if mc.init == "tiny":
+        from ..tiny import bpe_tokenizer, char_tokenizer, tiny_model, tiny_qwen2_config
 
-        kind = cfg["model"]["tokenizer"]
-        if kind == "bpe":
-            tok = bpe_tokenizer(tokenizer_texts(rows or []), cfg["model"]["vocab_size"])
-        elif kind == "char":
+        if mc.tokenizer == "bpe":
+            tok = bpe_tokenizer(tokenizer_texts(rows or []), mc.vocab_size)
+        elif mc.tokenizer == "char":
             tok = char_tokenizer()
         else:
-            raise ValueError(f"model.tokenizer must be 'char' or 'bpe', got {kind!r}")
-        arch = {"vocab_size": -(-len(tok) // 8) * 8, **cfg["model"].get("tiny", {})}
-        model = tiny_model(tiny_qwen2_config(**arch), seed=cfg["train"]["seed"], attn_implementation=attn)
+            raise ValueError(f"model.tokenizer must be 'char' or 'bpe', got {mc.tokenizer!r}")
+        arch = {"vocab_size": -(-len(tok) // 8) * 8, **mc.tiny}
+        model = tiny_model(tiny_qwen2_config(**arch), seed=seed, attn_implementation=attn)
         mask_id = ensure_mask_token(tok, model)
     else:
-        lm = load_model(init, device="cpu", dtype=torch.float32, attn_implementation=attn,
-                        block_size=cfg["objective"]["block_size"])
+        lm = load_model(mc.init, device="cpu", dtype=torch.float32, attn_implementation=attn, block_size=block_size)
         model, tok, mask_id = lm.model, lm.tokenizer, lm.mask_token_id
-    if cfg["model"]["mask_init"] == "zero":
+    if mc.mask_init == "zero":
         init_mask_embedding(model, mask_id)
     model.train()
     return model, tok, mask_id

@@ -1,0 +1,272 @@
+"""The training loop: adapt a causal LM to block diffusion (paper recipe and its ablations), or NTP fine-tune it.
+
+Recipes (the paper's Table 2 and Table 1 baselines; :data:`.config.RECIPES`):
+
+============  ==========  ========  ======================================================
+recipe        objective   packing   complementary masks
+============  ==========  ========  ======================================================
+ar_pretrain   ntp         whole     -  (pretrain the tiny AR base from random init)
+sft           ntp         whole     -  (instruct-tune it: the stand-in for Qwen2.5-Instruct)
+ntp           ntp         pad       -  (the "NTP fine-tuned" / Nemo-FT baseline)
+bd_naive      bd          naive     no ("naive token shift")
+bd_pad        bd          pad       no ("+ pad")
+bd_pad_cm     bd          pad       yes ("+ pad + CM": the paper's recipe)
+dream         dream       pad       no (full-attention masked diffusion: Dream's recipe)
+============  ==========  ========  ======================================================
+
+Read top to bottom: :func:`train` resolves the :class:`~.config.TrainConfig`, builds the accelerator, the model and
+the packed data (:func:`model_and_data`), AdamW (:func:`prepare`), resumes from the newest checkpoint, then per
+optimiser step: :func:`step_views` (the step's micro-batches and noise masks) -> :func:`accumulate` (forward and
+backward) -> clip, step -> :meth:`_Run.done_step` (metrics row, checkpoint).
+
+Determinism and resume: the sequences of optimiser step k and their noise masks are pure functions of
+(seed, k, global sample index), so a run killed and resumed from a checkpoint ends with the same weights as an
+uninterrupted one, and a run on W processes sees exactly the batches and masks of a single-process run with the
+same global batch.  Multi-process through ``accelerate launch`` or ``torchrun`` (DDP; :mod:`.launch` starts CPU
+processes).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from ..hostload import HostLoad
+from ..provenance import run_metadata, write_csv_atomic
+from . import objective as obj
+from .checkpoints import checkpoints, read_metrics, save_checkpoint, save_final
+from .config import OptimConfig, RunConfig, TrainConfig
+from .data import build_dataset, read_train_files
+from .model_init import build_model
+
+log = logging.getLogger(__name__)
+
+
+def lr_lambda(o: OptimConfig):
+    """The learning-rate factor after ``step`` optimiser steps: linear warm-up, then constant, linear or cosine."""
+    warm, total, sched = o.warmup_steps, o.max_steps, o.schedule
+
+    def f(step: int) -> float:  # step = number of optimiser steps already taken
+        if warm and step < warm:
+            return (step + 1) / warm
+        if sched == "constant":
+            return 1.0
+        frac = (step - warm) / max(1, total - warm)
+        return max(0.0, 1 - frac) if sched == "linear" else 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+    return f
+
+
+def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
+    """Sequence indices of optimiser step ``step``: consecutive slices of per-epoch seeded permutations."""
+    out = []
+    pos = step * batch_size
+    while len(out) < batch_size:
+        epoch, off = divmod(pos, n)
+        g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+        perm = torch.randperm(n, generator=g).tolist()
+        take = min(batch_size - len(out), n - off)
+        out += perm[off:off + take]
+        pos += take
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ one step
+def step_views(ds, cfg: TrainConfig, step: int, n_micro: int):
+    """The micro-batches of optimiser step ``step`` as (input ids, labels or None, mask or None) and the number of
+    supervised tokens in the whole global batch (the loss is summed over it and divided by it)."""
+    o, recipe, seed = cfg.optim, cfg.spec, cfg.train.seed
+    micro = o.micro_batch_size
+    idx = batch_indices(len(ds), o.batch_size, step, seed)
+    ids_all, lab_all = ds.input_ids[idx], ds.labels[idx]
+    part = [slice(j * micro, (j + 1) * micro) for j in range(n_micro)]
+    if recipe.objective in ("bd", "dream"):  # dream: one noise level per sequence (a single block of length L)
+        D = cfg.objective.block_size if recipe.objective == "bd" else ids_all.shape[1]
+        gens = [obj.sample_generator(seed, step, i) for i in range(len(idx))]
+        views = [obj.noise_batch(ids_all[p], lab_all[p], block_size=D, eps=cfg.objective.eps,
+                                 complementary=recipe.complementary, generators=gens[p]) for p in part]
+        norm = sum(obj.supervised_count(v[2]) for v in views)
+    else:
+        views = [(ids_all[p], lab_all[p], None) for p in part]
+        norm = sum(obj.supervised_count(v[1]) for v in views)
+    return views, max(norm, 1), len(idx)
+
+
+def accumulate(accelerator, model, views, my_micros, cfg: TrainConfig, mask_id: int, norm: int) -> torch.Tensor:
+    """Forward and backward over this process' micro-batches; returns their summed (unnormalised) loss."""
+    world, objective = accelerator.num_processes, cfg.spec.objective
+    loss_sum = torch.zeros((), device=accelerator.device)
+    for k, j in enumerate(my_micros):
+        ids, lab, m = (v.to(accelerator.device) if v is not None else None for v in views[j])
+        last = k == len(my_micros) - 1
+        ctx = accelerator.no_sync(model) if (world > 1 and not last) else contextlib.nullcontext()
+        with ctx, accelerator.autocast():
+            if objective == "bd":
+                ls, _ = obj.bd_loss_sum(model, ids, m, mask_id, cfg.objective.block_size)
+            elif objective == "dream":
+                ls, _ = obj.dream_loss_sum(model, ids, m, mask_id)
+            else:
+                ls, _ = obj.ntp_loss_sum(model, ids, lab)
+            # DDP averages gradients over processes: scale by world so the result is sum / global count
+            accelerator.backward(ls * (world / norm))
+        loss_sum += ls.detach()
+    return loss_sum
+
+
+# ------------------------------------------------------------------------------------------------ set-up
+def check_split(o: OptimConfig, processes: int) -> None:
+    """The global batch's micro-batches must split evenly over the data-parallel processes."""
+    n_micro = o.batch_size // o.micro_batch_size
+    if n_micro % processes:
+        raise ValueError(f"optim.batch_size / micro_batch_size = {n_micro} micro-batches cannot be split over "
+                         f"{processes} processes")
+
+
+def make_accelerator(run: RunConfig, o: OptimConfig):
+    """The accelerate ``Accelerator`` for ``train.device`` / ``train.dtype``; errors before any model is built."""
+    from accelerate import Accelerator
+
+    cpu = run.device == "cpu" or (run.device == "auto" and not torch.cuda.is_available())
+    if run.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"train.device={run.device!r} but no CUDA device is available")
+    mixed = "bf16" if (not cpu and run.dtype in ("auto", "bf16", "bfloat16")) else "no"
+    accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
+    check_split(o, accelerator.num_processes)
+    return accelerator
+
+
+def prepare(accelerator, model, o: OptimConfig):
+    """AdamW and the lr schedule, prepared for (distributed) training.  The scheduler is stepped once per
+    optimiser step by the loop (accelerate's wrapper would step it once per process, assuming a sharded
+    dataloader); it is registered so that checkpoints hold its state."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.register_for_checkpointing(scheduler)
+    return model, optimizer, scheduler
+
+
+def resume(accelerator, output_dir: Path) -> tuple[int, int]:
+    """(step, tokens seen) of the newest checkpoint in ``output_dir``, whose state is loaded; (0, 0) if none."""
+    cks = checkpoints(output_dir)
+    if not cks:
+        return 0, 0
+    accelerator.load_state(str(cks[-1]))
+    state = json.loads((cks[-1] / "state.json").read_text())
+    log.info("resumed from %s", cks[-1])
+    return state["step"], state["tokens_seen"]
+
+
+def model_and_data(cfg: TrainConfig, device: str, rows: list[dict]):
+    """The starting model, its tokenizer and mask id, and the packed training sequences of the recipe."""
+    model, tok, mask_id = build_model(cfg.model, seed=cfg.train.seed, block_size=cfg.objective.block_size,
+                                      device=device, attn_implementation=cfg.train.attn_implementation, rows=rows)
+    if cfg.train.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    d = cfg.data
+    ds = build_dataset(tok, rows, seq_len=d.seq_len, block_size=cfg.objective.block_size, packing=cfg.spec.packing,
+                       pad_id=mask_id, seed=cfg.train.seed, max_examples=d.max_examples,
+                       drop_after_answer=d.drop_after_answer)
+    return model, tok, mask_id, ds
+
+
+# ------------------------------------------------------------------------------------------------ training
+def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | None = None,
+          stop_after: int | None = None, progress: bool = True, rows: list[dict] | None = None) -> Path:
+    """Train per ``cfg`` (a :class:`~.config.TrainConfig`, or its YAML mapping); returns the path of the final HF
+    checkpoint (``output_dir/final``).  ``rows``: the training rows when the caller has already read (and so
+    checked) ``data.train_files``.
+
+    ``stop_after`` ends the run after that many optimiser steps *without* writing ``final`` (a checkpoint is
+    written there), as a controlled "kill" for resume tests.
+    """
+    cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_dict(cfg)
+    cfg = cfg if max_steps is None else cfg.with_max_steps(max_steps)
+    rows = read_train_files(cfg.data.train_files) if rows is None else rows  # before any model
+    output_dir, o = Path(output_dir), cfg.optim
+    accelerator = make_accelerator(cfg.train, o)
+    model, tok, mask_id, ds = model_and_data(cfg, str(accelerator.device), rows)
+    model, optimizer, scheduler = prepare(accelerator, model, o)
+    raw_model = accelerator.unwrap_model(model)
+    run = _Run(cfg, accelerator, output_dir, *resume(accelerator, output_dir), stop_after, progress)
+    for step in run.bar:
+        views, norm, n_seq = step_views(ds, cfg, step, run.n_micro)
+        loss_sum = accumulate(accelerator, model, views, run.my_micros, cfg, mask_id, norm)
+        grad_norm = accelerator.clip_grad_norm_(model.parameters(), o.grad_clip) if o.grad_clip else None
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss = (accelerator.reduce(loss_sum, reduction="sum") / norm).item()
+        run.done_step(step, loss, scheduler.get_last_lr()[0], grad_norm, norm, n_seq)
+    run.bar.close()
+    if run.end == o.max_steps:
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            save_final(raw_model, tok, cfg, output_dir, run.meta)
+        accelerator.wait_for_everyone()
+    return output_dir / "final"
+
+
+class _Run:
+    """The bookkeeping of a run: its range of steps (with a progress bar), its metrics rows and checkpoints."""
+
+    def __init__(self, cfg: TrainConfig, accelerator, output_dir: Path, start_step: int, tokens_seen: int,
+                 stop_after: int | None, progress: bool):
+        from tqdm.auto import tqdm
+
+        world, o = accelerator.num_processes, cfg.optim
+        self.cfg, self.acc, self.output_dir, self.tokens_seen = cfg, accelerator, output_dir, tokens_seen
+        self.metrics_path = output_dir / "metrics.csv"
+        self.metrics = read_metrics(self.metrics_path, start_step)
+        full = cfg.to_dict()
+        self.meta = run_metadata({k: full[k] for k in ("recipe", "model", "data", "objective", "optim")},
+                                 cfg.train.seed, str(accelerator.device))
+        self.n_micro = o.batch_size // o.micro_batch_size
+        self.my_micros = list(range(accelerator.process_index, self.n_micro, world))
+        self.end = o.max_steps if stop_after is None else min(o.max_steps, start_step + stop_after)
+        self.bar = tqdm(range(start_step, self.end), initial=start_step, total=o.max_steps,
+                        desc=f"train {cfg.recipe}", disable=not (progress and accelerator.is_main_process),
+                        dynamic_ncols=True)
+        self.clock = _Clock(tokens_seen, HostLoad(processes=world).start())  # and how busy the machine was
+
+    def done_step(self, step: int, loss: float, lr: float, grad_norm, norm: int, n_seq: int) -> None:
+        """Count the step's tokens; a metrics row every ``train.log_every`` steps and at the end; a checkpoint
+        every ``train.save_every`` steps and at the end."""
+        t, total = self.cfg.train, self.cfg.optim.max_steps
+        self.tokens_seen += n_seq * self.cfg.data.seq_len
+        done = step + 1
+        if done % t.log_every == 0 or done == total or done == self.end:
+            tps = self.clock.tokens_per_s(self.tokens_seen)
+            self.metrics.append({"step": done, "loss": round(loss, 6), "lr": lr,
+                                 "grad_norm": "" if grad_norm is None else round(float(grad_norm), 6),
+                                 "supervised_tokens": norm, "tokens_seen": self.tokens_seen,
+                                 "tokens_per_s": round(tps, 2),
+                                 **self.clock.context(self.cfg.recipe, self.acc.num_processes), **self.meta})
+            if self.acc.is_main_process:
+                write_csv_atomic(self.metrics_path, self.metrics)
+            self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tps:.0f}")
+        if done % t.save_every == 0 or done == self.end:
+            save_checkpoint(self.acc, self.output_dir, done, self.tokens_seen, t.keep_checkpoints)
+
+
+class _Clock:
+    """Tokens per second over each logged interval, with the host's load sampled over the same interval."""
+
+    def __init__(self, tokens_seen: int, host: HostLoad):
+        self.t_last, self.tok_last, self.host = time.perf_counter(), tokens_seen, host
+
+    def tokens_per_s(self, tokens_seen: int) -> float:
+        now = time.perf_counter()
+        tps = (tokens_seen - self.tok_last) / max(now - self.t_last, 1e-9)
+        self.t_last, self.tok_last = now, tokens_seen
+        return tps
+
+    def context(self, recipe: str, world: int) -> dict:
+        """The run's columns of a metrics row: recipe, processes, threads, and the host's load since the last."""
+        return {"recipe": recipe, "world_size": world, "torch_threads": torch.get_num_threads(), **self.host.sample()}
