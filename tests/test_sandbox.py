@@ -333,15 +333,15 @@ def test_killing_the_scorer_kills_its_sandboxes(tmp_path):
 # process create a user namespace but not use it): the modes are read in the sandbox's outer process
 _BROKEN_WORKER = """
 import errno, os, struct, sys
-from fastdllm_core.evaluation import evalplus_worker, sandbox
-broken, real = sys.argv[1].split(","), sandbox._child_a
+from fastdllm_core.evaluation.sandbox import process, worker
+broken, real = sys.argv[1].split(","), process._child_a
 def child_a(shm, workdir, target, memory_bytes, cpu_s, mode, private_id):
     if mode in broken:
         struct.pack_into("i", shm, 24, errno.EPERM)
         os._exit(70)
     real(shm, workdir, target, memory_bytes, cpu_s, mode, private_id)
-sandbox._child_a = child_a
-sys.exit(evalplus_worker.main(sys.argv[2:]))
+process._child_a = child_a  # what process.run forks
+sys.exit(worker.main(sys.argv[2:]))
 """
 
 

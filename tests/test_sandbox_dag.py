@@ -43,7 +43,7 @@ def test_dag_scoring_gets_the_probed_sandbox(tmp_path, monkeypatch):
 
 def test_missing_names_what_the_full_set_lacks():
     from fastdllm_core.evaluation import sandbox
-    from fastdllm_core.evaluation.sandbox_setup import F_NPROC, F_PRIVATE_UID, F_READ_CAP_ONLY
+    from fastdllm_core.evaluation.sandbox.kernel import F_NPROC, F_PRIVATE_UID, F_READ_CAP_ONLY
 
     full = sandbox.probe()["flags"]
     if not sandbox.is_full(full):

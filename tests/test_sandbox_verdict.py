@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fastdllm_core.evaluation import codeeval, sandbox, verdict
+from fastdllm_core.evaluation import codeeval, sandbox
+from fastdllm_core.evaluation.sandbox import verdict
 
 ALWAYS_EQUAL = ("class Eq:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
                 "        return False\n    __hash__ = object.__hash__\n")
@@ -201,13 +202,13 @@ def test_the_dataset_and_the_ground_truth_cannot_be_read(tmp_path, monkeypatch):
 
 
 def test_a_dataset_inside_a_readable_directory_is_reported(tmp_path, monkeypatch):
-    from fastdllm_core.evaluation import evalplus_worker
+    from fastdllm_core.evaluation.sandbox import worker
 
     monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", str(tmp_path / "HumanEvalPlus.jsonl"))
-    assert evalplus_worker._readable_data("humaneval") == []
+    assert worker._readable_data("humaneval") == []
     inside = os.path.join(os.path.realpath(sys.prefix), "HumanEvalPlus.jsonl")
     monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", inside)
-    assert evalplus_worker._readable_data("humaneval") == [inside]
+    assert worker._readable_data("humaneval") == [inside]
 
 
 # looks up the expected output in its own memory (the solution's process is a fork of the scorer): the frames on

@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from ..provenance import atomic_path
-from . import TaskUnavailable, local_test_file, offline, shared_dir
+from .common import TaskUnavailable, local_test_file, offline, shared_dir
 from .datacheck import check_file
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def read_jsonl(path) -> list[dict]:
 
 
 def _worker(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "fastdllm_core.evaluation.evalplus_worker", *args]
+    cmd = [sys.executable, "-m", "fastdllm_core.evaluation.sandbox.worker", *args]
     full_env = {**os.environ, **env, "TOKENIZERS_PARALLELISM": "false"}
     try:
         proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
@@ -190,7 +190,7 @@ def score(dataset_file: Path, task: str, solutions: list[dict], work_dir: Path, 
     """EvalPlus statuses for ``solutions`` (``task_id``, ``solution``), computed in a subprocess; every solution
     runs in the sandbox of :mod:`.sandbox` (each row's ``sandbox`` says which mechanisms were in force), or, with
     ``verdict_cache`` (a directory) and the full sandbox, reuses the verdict of an identical check made before
-    (:class:`.evalplus_worker.VerdictCache`; each row's ``verdict_reused`` says which)."""
+    (:class:`.sandbox.worker.VerdictCache`; each row's ``verdict_reused`` says which)."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     # a private scratch directory per call: two scorings sharing work_dir never touch each other's files

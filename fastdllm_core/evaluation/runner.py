@@ -24,7 +24,8 @@ from ..decoding.ar import AR_GENERATION, ar_generation_summary
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
 from ..stats import wilson_pct
-from . import PROMPT_STYLES, TASKS, TaskUnavailable
+from .common import PROMPT_STYLES, TASKS
+from .lm_eval_run import run_lm_eval
 from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
 
 log = logging.getLogger(__name__)
@@ -82,110 +83,6 @@ def _throughput(stats: list) -> dict:
             "nfe": sum(s.nfe for s in stats)}
 
 
-def _jsonable(x):
-    try:
-        json.dumps(x)
-        return x
-    except TypeError:
-        return str(x)
-
-
-# ------------------------------------------------------------------------------------------------ lm-eval
-def _metric_name(key: str) -> tuple[str, str] | None:
-    if "_stderr" in key or "," not in key:
-        return None
-    metric, flt = key.split(",", 1)
-    short = {"strict-match": "strict", "flexible-extract": "flexible", "none": ""}.get(flt, flt)
-    return (f"{metric}_{short}" if short else metric), flt
-
-
-# lm-eval's extras that its task definitions import (task utils.py files): the fix a missing module names
-LM_EVAL_EXTRAS = {"minerva_math": "math", "ifeval": "ifeval", "synth_ifeval": "ifeval"}
-
-
-def missing_module_reason(task: str, exc: ImportError) -> str:
-    """The n/a reason of a task whose lm-eval definition needs a module that is not installed, naming the fix."""
-    mod = getattr(exc, "name", None) or str(exc)
-    extra = LM_EVAL_EXTRAS.get(task)
-    fix = f"pip install 'lm-eval[{extra}]'" if extra else f"pip install {mod.split('.')[0]}"
-    return (f"{task}: lm-eval's task needs the module {mod!r}, which is not installed ({type(exc).__name__}: "
-            f"{exc}); fix: {fix}")
-
-
-def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
-    """Build the task and run ``lm_eval.simple_evaluate``; a missing module (an lm-eval extra such as
-    ``math_verify`` or ``langdetect``) raises :class:`TaskUnavailable` naming the fix, so the caller records
-    the task as n/a and goes on with the others."""
-    import lm_eval
-
-    from .tasks import build_lm_eval_tasks
-
-    try:
-        specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
-        res = lm_eval.simple_evaluate(
-            model=lm, tasks=specs, limit=limit, apply_chat_template=True, fewshot_as_multiturn=True,
-            log_samples=True, task_manager=info["task_manager"], random_seed=seed, numpy_random_seed=seed,
-            torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
-    except ImportError as exc:
-        raise TaskUnavailable(missing_module_reason(task, exc)) from exc
-    return res, info
-
-
-def _run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
-    try:
-        res, info = _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed)
-    except TaskUnavailable:
-        raise
-    except (ConnectionError, OSError, FileNotFoundError) as exc:
-        raise TaskUnavailable(f"{task}: its dataset could not be loaded ({type(exc).__name__}: {exc}); pass "
-                              f"data_path= with a local copy") from exc
-    except Exception as exc:  # noqa: BLE001 - dataset errors from `datasets` have many types
-        text = f"{type(exc).__name__}: {exc}"
-        if any(w in text.lower() for w in ("gated", "offline", "connection", "couldn't reach", "401", "403",
-                                           "doesn't exist on the hub", "not found on the hugging face")):
-            raise TaskUnavailable(f"{task}: dataset unavailable ({text[:400]}); pass data_path= with a local "
-                                  "copy" + (" (GPQA is gated on the Hub: accept its terms and set HF_TOKEN)"
-                                            if task == "gpqa" else "")) from exc
-        raise
-    leaves = list(res["results"])
-    n_by_task = {t: res.get("n-samples", {}).get(t, {}).get("effective") for t in leaves}
-    samples, metrics, by_doc, no_answer = [], {}, {}, {}
-    for t in leaves:
-        for s in res["samples"].get(t, []):
-            flt = s.get("filter", "none")
-            rec = by_doc.get((t, s.get("doc_id")))
-            if rec is None:
-                rec = by_doc[(t, s.get("doc_id"))] = {
-                    "task": t, "doc_id": s.get("doc_id"),
-                    "prompt": _jsonable(s["arguments"][0][0]) if s.get("arguments") else None,
-                    "raw_output": _jsonable(_raw(s.get("resps"))),
-                    "target": _jsonable(s.get("target")), "extracted": {}, "correct": {}}
-                samples.append(rec)
-            ext = _jsonable(s.get("filtered_resps", [None])[0] if s.get("filtered_resps") else None)
-            rec["extracted"][flt] = ext
-            rec["correct"][flt] = {m: _jsonable(s[m]) for m in s.get("metrics", []) if m in s}
-            if isinstance(ext, str) and (ext == "[invalid]" or not ext.strip()):
-                no_answer[flt] = no_answer.get(flt, 0) + 1
-        for key, val in res["results"][t].items():
-            mk = _metric_name(key)
-            if mk is None or not isinstance(val, (int, float)):
-                continue
-            metrics.setdefault(mk, []).append((float(val), n_by_task.get(t) or 0))
-    # groups: micro average over subtasks weighted by item count (lm-eval's weight_by_size aggregation)
-    rows = []
-    for (metric, flt), vals in metrics.items():
-        n = sum(w for _, w in vals)
-        v = sum(x * w for x, w in vals) / n if n else float("nan")
-        note = (f"{no_answer[flt]} of {n} answers had no extractable answer (scored wrong)"
-                if no_answer.get(flt) else "")
-        rows.append({"metric": metric, "value": 100.0 * v, "n": n, "filter": flt, "note": note})
-    prompts_used = {t: res["configs"][t].get("doc_to_text") for t in leaves}
-    fewshot = {t: res["configs"][t].get("num_fewshot") for t in leaves}
-    extra = {"source": info["source"], "lm_eval_configs": {t: _jsonable(res["configs"][t]) for t in leaves},
-             "prompt_template": prompts_used, "num_fewshot": fewshot, "n_no_answer": no_answer}
-    return rows, samples, extra
-
-
 # ------------------------------------------------------------------------------------------------ EvalPlus
 def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict):
     import shutil
@@ -240,12 +137,6 @@ def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_o
                                            "gt_time_limit_factor": code_opts.get("gt_time_limit_factor", 4.0),
                                            "memory_limit_mb": code_opts.get("memory_limit_mb", 4096)}}
     return rows, samples, extra
-
-
-def _raw(resps):
-    if isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list) and len(resps[0]) == 1:
-        return resps[0][0]
-    return resps
 
 
 def check_data(task: str, data_path, out_dir=None) -> None:
@@ -329,20 +220,13 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                      seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths, mc_num,
                      loglikelihood_method):
     check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
-    from .lm_model import FastDLLMv2
-
-    loaded = model if isinstance(model, LoadedModel) else load_model(str(model), device=device,
-                                                                    block_size=None)
-    lm = FastDLLMv2(model=loaded, mode=mode, **dict(decode.to_dict(), max_new_tokens="task" if task_lengths else
-                                                   decode.max_new_tokens),
-                    batch_size=batch_size, ar_baseline=ar_baseline, truncate_prompts=truncate_prompts,
-                    loglikelihood_method=loglikelihood_method,
-                    **({"mc_num": mc_num} if mode in MDM_MODES else {}))
+    loaded, lm = _load_lm(model, mode, decode, batch_size, device, ar_baseline, truncate_prompts, task_lengths,
+                          mc_num, loglikelihood_method)
     t0 = time.perf_counter()
     if task in CODE_TASKS:
         rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
     else:
-        rows, samples, info = _run_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+        rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed)
     elapsed = time.perf_counter() - t0
     thr = _throughput(lm.gen_stats)
     source = loaded.source
@@ -355,6 +239,43 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
            "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if lm.ll_method == "mc" else None,
            "ar_generation": dict(AR_GENERATION) if mode == "ar" else None}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
+    out_rows = _out_rows(rows, samples, info, lm, task=task, mode=mode, decode=decode, prompt_style=prompt_style,
+                         batch_size=batch_size, extra=extra, source=source, label=label, used_len=used_len,
+                         len_source=len_source, thr=thr, meta=meta)
+    cols = ROW_COLUMNS + ["filter", "truncated_prompts"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
+        [c for c in meta if c not in ROW_COLUMNS]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / "samples.jsonl", "".join(json.dumps(s, sort_keys=True, default=str) + "\n"
+                                                          for s in samples))
+    write_json_atomic(out_dir / "results.json", {
+        "config": cfg, "metrics": rows, "throughput": thr, "throughput_method":
+            "tokens up to and including EOS / synchronised generation wall time (decoder GenerationStats)",
+        "elapsed_s": round(elapsed, 3), "metadata": meta, "info": {k: v for k, v in info.items()},
+        "requested_max_gen_toks": sorted(lm.requested_max_gen_toks), "used_max_new_tokens": used,
+        "truncated_prompts": lm.n_truncated_prompts})
+    write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
+    return out_rows
+
+
+def _load_lm(model, mode, decode, batch_size, device, ar_baseline, truncate_prompts, task_lengths, mc_num,
+             loglikelihood_method):
+    """(the loaded model, the lm-eval model ``fast_dllm_v2`` wrapping it with this run's decoding settings)."""
+    from .lm_model import FastDLLMv2
+
+    loaded = model if isinstance(model, LoadedModel) else load_model(str(model), device=device,
+                                                                    block_size=None)
+    lm = FastDLLMv2(model=loaded, mode=mode, **dict(decode.to_dict(), max_new_tokens="task" if task_lengths else
+                                                   decode.max_new_tokens),
+                    batch_size=batch_size, ar_baseline=ar_baseline, truncate_prompts=truncate_prompts,
+                    loglikelihood_method=loglikelihood_method,
+                    **({"mc_num": mc_num} if mode in MDM_MODES else {}))
+    return loaded, lm
+
+
+def _out_rows(rows, samples, info, lm, *, task, mode, decode, prompt_style, batch_size, extra, source, label,
+              used_len, len_source, thr, meta) -> list[dict]:
+    """The ``accuracy.csv`` rows: one per metric of ``rows``, with the run's columns (decoding, lengths used,
+    throughput, likelihood method, ``extra``, metadata)."""
     fewshot = _fewshot(info.get("num_fewshot"))
     notes = []
     if task in CODE_TASKS and info.get("n_no_code"):
@@ -373,18 +294,6 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                "ar_generation": ar_generation_summary() if mode == "ar" else "",
                **{k: v for k, v in (extra or {}).items()}, **meta}
         out_rows.append(row)
-    cols = ROW_COLUMNS + ["filter", "truncated_prompts"] + [k for k in (extra or {}) if k not in ROW_COLUMNS] + \
-        [c for c in meta if c not in ROW_COLUMNS]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_dir / "samples.jsonl", "".join(json.dumps(s, sort_keys=True, default=str) + "\n"
-                                                          for s in samples))
-    write_json_atomic(out_dir / "results.json", {
-        "config": cfg, "metrics": rows, "throughput": thr, "throughput_method":
-            "tokens up to and including EOS / synchronised generation wall time (decoder GenerationStats)",
-        "elapsed_s": round(elapsed, 3), "metadata": meta, "info": {k: v for k, v in info.items()},
-        "requested_max_gen_toks": sorted(lm.requested_max_gen_toks), "used_max_new_tokens": used,
-        "truncated_prompts": lm.n_truncated_prompts})
-    write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
     return out_rows
 
 

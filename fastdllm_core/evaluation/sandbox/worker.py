@@ -1,10 +1,10 @@
-"""Out-of-process EvalPlus scoring (``python -m fastdllm_core.evaluation.evalplus_worker ...``).
+"""Out-of-process EvalPlus scoring (``python -m fastdllm_core.evaluation.sandbox.worker ...``).
 
-The harness never executes generated code in its own process: :mod:`.codeeval` starts this module as a
-subprocess with ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` (read by EvalPlus at import time),
-``EVALPLUS_MAX_MEMORY_BYTES`` and ``EVALPLUS_TIMEOUT_PER_TASK`` set, under an overall wall-clock timeout.
+The harness never executes generated code in its own process: :mod:`fastdllm_core.evaluation.codeeval` starts
+this module as a subprocess with ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` (read by EvalPlus at import
+time), ``EVALPLUS_MAX_MEMORY_BYTES`` and ``EVALPLUS_TIMEOUT_PER_TASK`` set, under an overall wall-clock timeout.
 Every solution then runs (base and plus separately, as EvalPlus' ``check_correctness`` does) in a sandboxed
-child process (:func:`.sandbox.untrusted_check`: EvalPlus' guard, time limits
+child process (:func:`.check.untrusted_check`: EvalPlus' guard, time limits
 ``max(min_time_limit, gt_time_limit_factor * ground-truth time)`` and memory limit, inside an OS sandbox); the
 child sends back its outputs (exact built-in types only) and this process compares them with the expected ones
 (:mod:`.verdict`, EvalPlus' rules).
@@ -42,9 +42,9 @@ def _read_jsonl(path: str) -> list[dict]:
 
 
 def _check(job) -> dict:
-    """One solution: base (and plus) statuses, each run in its own sandboxed child (:mod:`.sandbox`)."""
-    from fastdllm_core.evaluation.sandbox import untrusted_check
-    from fastdllm_core.evaluation.verdict import secrets_of_one_check
+    """One solution: base (and plus) statuses, each run in its own sandboxed child (:mod:`.check`)."""
+    from .check import untrusted_check
+    from .verdict import secrets_of_one_check
 
     dataset, problem, solution, expected, base_only, min_time_limit, gt_factor = job
     out = {"setup_failures": 0}
@@ -68,12 +68,14 @@ CACHED_STATUSES = ("pass", "fail")  # a timeout, or a check whose sandbox failed
 
 
 def _sources_digest() -> str:
-    """What a verdict depends on besides its inputs: this worker, the sandbox and the judge, and EvalPlus."""
+    """What a verdict depends on besides its inputs: this worker, the sandbox and the judge (every module of this
+    package, by name and contents), and EvalPlus."""
     import evalplus
 
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256(str(getattr(evalplus, "__version__", "?")).encode())
-    for name in ("evalplus_worker.py", "sandbox.py", "sandbox_setup.py", "verdict.py"):
+    for name in sorted(n for n in os.listdir(here) if n.endswith(".py")):
+        h.update(name.encode())
         with open(os.path.join(here, name), "rb") as fh:
             h.update(fh.read())
     return h.hexdigest()
@@ -168,10 +170,10 @@ def _probe_sandbox(sandbox) -> dict | None:
 
 def _readable_data(dataset: str) -> list[str]:
     """The dataset file and EvalPlus' ground-truth cache when they lie beneath a directory that solutions may read
-    (:func:`.sandbox_setup.read_roots`, e.g. a dataset kept inside the Python installation): not fenced then."""
+    (:func:`.kernel.read_roots`, e.g. a dataset kept inside the Python installation): not fenced then."""
     from evalplus.evaluate import CACHE_DIR
 
-    from fastdllm_core.evaluation.sandbox_setup import read_roots
+    from .kernel import read_roots
 
     dirs, _ = read_roots()
     paths = [os.environ.get("HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH"), CACHE_DIR]
@@ -207,7 +209,8 @@ def _score(args) -> int:
 
     from evalplus.eval import PASS  # EvalPlus is loaded here once, not in every sandboxed child
 
-    from fastdllm_core.evaluation import sandbox, verdict
+    from .. import sandbox
+    from . import verdict
 
     get_problems, get_hash, not_none = _dataset_api(args.dataset)
     samples = _read_jsonl(args.samples)
@@ -294,7 +297,7 @@ def _convert_humaneval(args) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fastdllm_core.evaluation.evalplus_worker")
+    p = argparse.ArgumentParser(prog="python -m fastdllm_core.evaluation.sandbox.worker")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("score")
     s.add_argument("--dataset", choices=["humaneval", "mbpp"], required=True)

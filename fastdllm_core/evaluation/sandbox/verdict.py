@@ -1,6 +1,6 @@
 """The verdict on a solution's outputs, written by the scorer, never by the solution (issue 22, section 3).
 
-The sandboxed child that runs a solution (:func:`.sandbox._execute`) compares nothing, and before the solution
+The sandboxed child that runs a solution (:func:`.check._execute`) compares nothing, and before the solution
 runs it clears its copy (it is a fork of the scorer) of the problems and expected outputs (:func:`forget_secrets`;
 their freed bytes may remain in memory).  It sends back each output in a restricted serialisation (:func:`encode`,
 a tagged JSON of built-in values only, each checked with ``type(x) is ...``, so that a subclass of ``int`` or
@@ -10,7 +10,7 @@ defaultdict / deque and a few numpy scalars) and applies EvalPlus 0.3.1's compar
 (:func:`check_output`: the float tolerance of ``unsafe_execute``, HumanEval/32's ``_poly`` oracle, MBPP's
 special oracles).  No pickle and no object of the solution's ever reaches the scorer.
 
-Record format in the shared page after the header (see :mod:`.sandbox_setup`): per input, one byte kind
+Record format in the shared page after the header (see :mod:`.kernel`): per input, one byte kind
 (:data:`REC_OUTPUT` or :data:`REC_ERROR`), a little-endian uint32 length and that many bytes of payload.  The
 solution can write into that page too: whatever it writes is parsed as data, bounds-checked, and anything
 malformed is a failed input.

@@ -1,0 +1,118 @@
+"""An lm-eval task (every task but the code tasks) for :func:`.runner.run_task`: ``lm_eval.simple_evaluate`` on
+the task's definition (:func:`.tasks.build_lm_eval_tasks`), its results turned into metric rows (groups: a micro
+average over the subtasks) and per-item samples; a dataset or module that is missing here is
+:class:`TaskUnavailable` naming the fix."""
+from __future__ import annotations
+
+import json
+
+from .common import TaskUnavailable
+
+
+def _jsonable(x):
+    try:
+        json.dumps(x)
+        return x
+    except TypeError:
+        return str(x)
+
+
+def _metric_name(key: str) -> tuple[str, str] | None:
+    if "_stderr" in key or "," not in key:
+        return None
+    metric, flt = key.split(",", 1)
+    short = {"strict-match": "strict", "flexible-extract": "flexible", "none": ""}.get(flt, flt)
+    return (f"{metric}_{short}" if short else metric), flt
+
+
+# lm-eval's extras that its task definitions import (task utils.py files): the fix a missing module names
+LM_EVAL_EXTRAS = {"minerva_math": "math", "ifeval": "ifeval", "synth_ifeval": "ifeval"}
+
+
+def missing_module_reason(task: str, exc: ImportError) -> str:
+    """The n/a reason of a task whose lm-eval definition needs a module that is not installed, naming the fix."""
+    mod = getattr(exc, "name", None) or str(exc)
+    extra = LM_EVAL_EXTRAS.get(task)
+    fix = f"pip install 'lm-eval[{extra}]'" if extra else f"pip install {mod.split('.')[0]}"
+    return (f"{task}: lm-eval's task needs the module {mod!r}, which is not installed ({type(exc).__name__}: "
+            f"{exc}); fix: {fix}")
+
+
+def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    """Build the task and run ``lm_eval.simple_evaluate``; a missing module (an lm-eval extra such as
+    ``math_verify`` or ``langdetect``) raises :class:`TaskUnavailable` naming the fix, so the caller records
+    the task as n/a and goes on with the others."""
+    import lm_eval
+
+    from .tasks import build_lm_eval_tasks
+
+    try:
+        specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
+        res = lm_eval.simple_evaluate(
+            model=lm, tasks=specs, limit=limit, apply_chat_template=True, fewshot_as_multiturn=True,
+            log_samples=True, task_manager=info["task_manager"], random_seed=seed, numpy_random_seed=seed,
+            torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
+    except ImportError as exc:
+        raise TaskUnavailable(missing_module_reason(task, exc)) from exc
+    return res, info
+
+
+def run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+    try:
+        res, info = _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+    except TaskUnavailable:
+        raise
+    except (ConnectionError, OSError, FileNotFoundError) as exc:
+        raise TaskUnavailable(f"{task}: its dataset could not be loaded ({type(exc).__name__}: {exc}); pass "
+                              f"data_path= with a local copy") from exc
+    except Exception as exc:  # noqa: BLE001 - dataset errors from `datasets` have many types
+        text = f"{type(exc).__name__}: {exc}"
+        if any(w in text.lower() for w in ("gated", "offline", "connection", "couldn't reach", "401", "403",
+                                           "doesn't exist on the hub", "not found on the hugging face")):
+            raise TaskUnavailable(f"{task}: dataset unavailable ({text[:400]}); pass data_path= with a local "
+                                  "copy" + (" (GPQA is gated on the Hub: accept its terms and set HF_TOKEN)"
+                                            if task == "gpqa" else "")) from exc
+        raise
+    leaves = list(res["results"])
+    n_by_task = {t: res.get("n-samples", {}).get(t, {}).get("effective") for t in leaves}
+    samples, metrics, by_doc, no_answer = [], {}, {}, {}
+    for t in leaves:
+        for s in res["samples"].get(t, []):
+            flt = s.get("filter", "none")
+            rec = by_doc.get((t, s.get("doc_id")))
+            if rec is None:
+                rec = by_doc[(t, s.get("doc_id"))] = {
+                    "task": t, "doc_id": s.get("doc_id"),
+                    "prompt": _jsonable(s["arguments"][0][0]) if s.get("arguments") else None,
+                    "raw_output": _jsonable(_raw(s.get("resps"))),
+                    "target": _jsonable(s.get("target")), "extracted": {}, "correct": {}}
+                samples.append(rec)
+            ext = _jsonable(s.get("filtered_resps", [None])[0] if s.get("filtered_resps") else None)
+            rec["extracted"][flt] = ext
+            rec["correct"][flt] = {m: _jsonable(s[m]) for m in s.get("metrics", []) if m in s}
+            if isinstance(ext, str) and (ext == "[invalid]" or not ext.strip()):
+                no_answer[flt] = no_answer.get(flt, 0) + 1
+        for key, val in res["results"][t].items():
+            mk = _metric_name(key)
+            if mk is None or not isinstance(val, (int, float)):
+                continue
+            metrics.setdefault(mk, []).append((float(val), n_by_task.get(t) or 0))
+    # groups: micro average over subtasks weighted by item count (lm-eval's weight_by_size aggregation)
+    rows = []
+    for (metric, flt), vals in metrics.items():
+        n = sum(w for _, w in vals)
+        v = sum(x * w for x, w in vals) / n if n else float("nan")
+        note = (f"{no_answer[flt]} of {n} answers had no extractable answer (scored wrong)"
+                if no_answer.get(flt) else "")
+        rows.append({"metric": metric, "value": 100.0 * v, "n": n, "filter": flt, "note": note})
+    prompts_used = {t: res["configs"][t].get("doc_to_text") for t in leaves}
+    fewshot = {t: res["configs"][t].get("num_fewshot") for t in leaves}
+    extra = {"source": info["source"], "lm_eval_configs": {t: _jsonable(res["configs"][t]) for t in leaves},
+             "prompt_template": prompts_used, "num_fewshot": fewshot, "n_no_answer": no_answer}
+    return rows, samples, extra
+
+
+def _raw(resps):
+    if isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list) and len(resps[0]) == 1:
+        return resps[0][0]
+    return resps
