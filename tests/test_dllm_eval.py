@@ -8,8 +8,9 @@ import json
 import pytest
 import torch
 
+from fastdllm_core import synthetic
 from fastdllm_core.config import DecodeConfig
-from fastdllm_core.evaluation import run_task, synthetic
+from fastdllm_core.evaluation import run_task
 from fastdllm_core.model import load_model
 from fastdllm_core.modeling import dream, llada
 
