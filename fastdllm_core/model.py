@@ -21,10 +21,10 @@ import torch
 
 from .config import BLOCK_SIZE
 from .modeling import FAMILIES, Family, release_of
+from .vocab import MASK_TOKEN
 
 log = logging.getLogger(__name__)
 
-MASK_TOKEN = "|<MASK>|"
 # remote-code tokenizer classes of released checkpoints -> the stock class they copy (Dream's DreamTokenizer is
 # Qwen2's byte-level BPE, vocab.json + merges.txt)
 REMOTE_TOKENIZERS = {"DreamTokenizer": "Qwen2Tokenizer"}
@@ -189,8 +189,6 @@ def load_model(
     ``block_size`` overrides the checkpoint's ``bd_size`` (default :data:`~fastdllm_core.config.BLOCK_SIZE` when it has none).  Set
     ``HF_HUB_OFFLINE=1`` (or ``local_files_only=True``) on machines without internet.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if not source:
         raise ValueError("model source is empty: give a Hub id, a local directory or a .gguf file")
     if local_files_only is None:
@@ -199,33 +197,17 @@ def load_model(
     attn = attn_implementation or default_attn_implementation(device)
     directory, gguf_file = _split_gguf(source)
     kw = {"local_files_only": local_files_only}
-    if gguf_file:
-        kw["gguf_file"] = gguf_file
-        config = None
-    else:
-        if not os.path.isdir(directory) and ("/" not in directory or directory.startswith((".", "/"))):
-            raise FileNotFoundError(f"model directory not found: {directory}")
-        config = load_config(directory, **kw)
+    config = _source_config(directory, gguf_file, kw)
     tok_kw = dict(kw, trust_remote_code=False)
     if config is not None:
         tok_kw["config"] = config  # never let AutoTokenizer look at a remote-code config.json
     tokenizer = _load_tokenizer(directory, gguf_file, tok_kw)
-    mkw = dict(kw, dtype=torch_dtype, attn_implementation=attn, trust_remote_code=False)
     release = getattr(config, "released_model_type", None) if config is not None else None
-    if config is not None:
-        mkw["config"] = config
-        model = _from_pretrained(directory, config, release, mkw)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(directory, **mkw)
+    model = _load_weights(directory, config, release, dict(kw, dtype=torch_dtype, attn_implementation=attn,
+                                                           trust_remote_code=False))
     model.to(device).eval()
     family = _family(model.config, release)
-    if family.masked_diffusion:  # the release's own mask token (LLaDA 126336, Dream 151666), never added
-        model.config.is_causal = False  # full attention: transformers builds a bidirectional mask, never a causal one
-        mask_id = _check_release_mask(tokenizer, model)
-        extra = _release_eos_tokens(release)
-    else:
-        mask_id = ensure_mask_token(tokenizer, model, mask_token)
-        extra = ("<|im_end|>",)
+    mask_id, extra = _mask_and_stop_tokens(tokenizer, model, family, release, mask_token)
     bd = block_size or getattr(model.config, "bd_size", None) or DEFAULT_BLOCK_SIZE
     return LoadedModel(
         model=model, tokenizer=tokenizer, mask_token_id=mask_id, eos_token_ids=eos_ids(tokenizer, model, extra),
@@ -235,6 +217,38 @@ def load_model(
               "logit_shift": family.logit_shift},
         family=family,
     )
+
+
+def _source_config(directory: str, gguf_file: str | None, kw: dict):
+    """The checkpoint's config (:func:`load_config`), or None for a ``.gguf`` file (transformers reads it from the
+    file; ``gguf_file`` is added to ``kw``).  A local-looking directory that does not exist is refused."""
+    if gguf_file:
+        kw["gguf_file"] = gguf_file
+        return None
+    if not os.path.isdir(directory) and ("/" not in directory or directory.startswith((".", "/"))):
+        raise FileNotFoundError(f"model directory not found: {directory}")
+    return load_config(directory, **kw)
+
+
+def _load_weights(directory: str, config, release: str | None, mkw: dict):
+    """The model: the stock class of ``config`` with the release's weights (:func:`_from_pretrained`), or
+    ``AutoModelForCausalLM`` from a ``.gguf`` file (no config)."""
+    from transformers import AutoModelForCausalLM
+
+    if config is not None:
+        mkw["config"] = config
+        return _from_pretrained(directory, config, release, mkw)
+    return AutoModelForCausalLM.from_pretrained(directory, **mkw)
+
+
+def _mask_and_stop_tokens(tokenizer, model, family: Family, release: str | None, mask_token: str) -> tuple[int, tuple]:
+    """The mask token id and the extra end-of-turn tokens: a masked-diffusion release's own mask token (LLaDA 126336,
+    Dream 151666, never added; full attention) and end-of-turn tokens, else ``mask_token`` made a single special
+    token (:func:`ensure_mask_token`) and ``<|im_end|>``."""
+    if family.masked_diffusion:  # the release's own mask token (LLaDA 126336, Dream 151666), never added
+        model.config.is_causal = False  # full attention: transformers builds a bidirectional mask, never a causal one
+        return _check_release_mask(tokenizer, model), _release_eos_tokens(release)
+    return ensure_mask_token(tokenizer, model, mask_token), ("<|im_end|>",)
 
 
 def _from_pretrained(directory: str, config, release: str | None, mkw: dict):

@@ -74,7 +74,7 @@ def _gsm8k(n: int, rng: random.Random) -> list[dict]:
 
 
 def _code(n: int, rng: random.Random, form: str) -> list[dict]:
-    from .evaluation.synthetic import code
+    from .synthetic import code
 
     keys = code.humaneval_keys() if form == "humaneval" else code.mbpp_keys()
     make = code.humaneval_item if form == "humaneval" else code.mbpp_item

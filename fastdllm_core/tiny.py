@@ -4,16 +4,12 @@ splits numbers into single digits) and small Qwen2 configs.  Nothing here
 downloads anything."""
 from __future__ import annotations
 
-import string
 from pathlib import Path
 
 import torch
 
 from .config import BLOCK_SIZE
-from .model import MASK_TOKEN
-
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", MASK_TOKEN]
-CHARS = list(string.printable.replace("\x0b", "").replace("\x0c", "").replace("\r", ""))
+from .vocab import CHARS, SPECIAL_TOKENS
 
 # Qwen2.5's ChatML turn format, without Qwen's default system prompt (it would cost a character-level model
 # ~45 tokens per example for nothing).

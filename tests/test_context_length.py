@@ -124,8 +124,9 @@ def test_lm_eval_requests_are_all_checked_before_any_model_work(small, monkeypat
 
 
 def test_run_task_refuses_and_records_truncation(small, tmp_path):
+    from fastdllm_core import synthetic
     from fastdllm_core.decoding import DecodeConfig
-    from fastdllm_core.evaluation import codeeval, run_task, synthetic
+    from fastdllm_core.evaluation import codeeval, run_task
 
     _, lm = small
     suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=10, n_adapt=0, n_eval=3)

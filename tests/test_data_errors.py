@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fastdllm_core.evaluation import run_task, synthetic
+from fastdllm_core import synthetic
+from fastdllm_core.evaluation import run_task
 from fastdllm_core.evaluation.datacheck import DataError
 
 

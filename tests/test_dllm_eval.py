@@ -8,8 +8,9 @@ import json
 import pytest
 import torch
 
+from fastdllm_core import synthetic
 from fastdllm_core.config import DecodeConfig
-from fastdllm_core.evaluation import run_task, synthetic
+from fastdllm_core.evaluation import run_task
 from fastdllm_core.model import load_model
 from fastdllm_core.modeling import dream, llada
 
@@ -154,7 +155,7 @@ def test_exact_weights_count_each_masked_token_once(family, k):
     masking probability): sum_m C(k, m) * m * w(m) = k."""
     import math
 
-    from fastdllm_core.evaluation.lm_model import exact_weights
+    from fastdllm_core.evaluation.likelihood import exact_weights
 
     w = exact_weights(k, family, eps=1e-3)
     assert sum(math.comb(k, m) * m * w[m - 1] for m in range(1, k + 1)) == pytest.approx(k, rel=1e-12)
@@ -163,7 +164,7 @@ def test_exact_weights_count_each_masked_token_once(family, k):
 def test_exact_dream_weights_match_numerical_integration():
     import numpy as np
 
-    from fastdllm_core.evaluation.lm_model import exact_weights
+    from fastdllm_core.evaluation.likelihood import exact_weights
 
     t = (np.arange(200000) + 0.5) / 200000
     p = (1 - 0.05) * t + 0.05
@@ -195,7 +196,8 @@ def test_exact_likelihood_is_the_monte_carlo_estimators_expectation(setup, famil
 
 
 def test_exact_likelihood_rows_and_refusal(setup, tmp_path):
-    from fastdllm_core.evaluation.lm_model import EXACT_MAX_TOKENS, FastDLLMv2
+    from fastdllm_core.evaluation.likelihood import EXACT_MAX_TOKENS
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
 
     models, _, suite = setup
     decode = DecodeConfig(max_new_tokens=8).with_mode_defaults("dream")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from fastdllm_core import synthetic
 from fastdllm_core.decoding import DecodeConfig
-from fastdllm_core.evaluation import run_task, synthetic
+from fastdllm_core.evaluation import run_task
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
+from fastdllm_core import synthetic
 from fastdllm_core.evaluation import TASKS, TaskUnavailable, run_task
-from fastdllm_core.evaluation import codeeval, synthetic
+from fastdllm_core.evaluation import codeeval
 
 
 @pytest.fixture(autouse=True)
@@ -210,8 +211,9 @@ def test_max_new_tokens_task_uses_each_requests_own_length(tiny_loaded):
 @pytest.mark.parametrize("task,want,source", [("synth_arith", 256, "task: lm-eval default"),
                                               ("synth_code", 768, "task: EvalPlus default")])
 def test_run_task_records_the_length_used(tiny_loaded, tmp_path, monkeypatch, task, want, source):
+    from fastdllm_core import synthetic
     from fastdllm_core.decoding import DecodeConfig
-    from fastdllm_core.evaluation import run_task, synthetic
+    from fastdllm_core.evaluation import run_task
     from fastdllm_core.evaluation.lm_model import FastDLLMv2
     from fastdllm_core.evaluation.runner import EVALPLUS_MAX_NEW_TOKENS
 

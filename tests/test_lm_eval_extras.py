@@ -52,7 +52,8 @@ def test_missing_module_while_evaluating_names_the_fix(ck, tmp_path, monkeypatch
 def test_evaluation_job_goes_on_past_a_task_missing_its_extra(ck, tmp_path, monkeypatch):
     """workflow/scripts/evaluate.py (stand-in snakemake object, real run_task on a tiny checkpoint): minerva_math
     cannot be built (math_verify missing): its row is n/a with the fix; synth_arith is measured."""
-    from fastdllm_core.evaluation import synthetic, tasks
+    from fastdllm_core import synthetic
+    from fastdllm_core.evaluation import tasks
 
     real = tasks.build_lm_eval_tasks
     monkeypatch.setattr(tasks, "build_lm_eval_tasks",

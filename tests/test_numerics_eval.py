@@ -60,10 +60,10 @@ def _offline(monkeypatch):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from fastdllm_core.training import data as data_mod
-    from fastdllm_core.evaluation.synthetic import write_suite
     from fastdllm_core.model import ensure_mask_token, load_model
+    from fastdllm_core.synthetic import write_suite
     from fastdllm_core.tiny import bpe_tokenizer, tiny_model, tiny_qwen2_config
+    from fastdllm_core.training import data as data_mod
     from fastdllm_core.training.model_init import init_mask_embedding, tokenizer_texts
 
     root = tmp_path_factory.mktemp("numerics_eval")
@@ -88,7 +88,7 @@ def prompts(setup):
     """Chat-formatted user turns of the suite (two arithmetic, one multiple choice) and the first one cut to 32
     tokens: every prompt is at least a block long, so the first block is prefilled, and one ends on a block
     boundary (its first token comes from the prefill's last logit)."""
-    from fastdllm_core.evaluation.synthetic import user_prompts
+    from fastdllm_core.synthetic import user_prompts
 
     lm, suite, _ = setup
     texts = (user_prompts("synth_arith", suite["synth_arith_test"])[:2]

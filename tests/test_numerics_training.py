@@ -83,7 +83,7 @@ class Chain:
     """Runs the cases (each after the case it starts from), once per module, capturing what each step used."""
 
     def __init__(self, root: Path):
-        from fastdllm_core.evaluation.synthetic import write_suite
+        from fastdllm_core.synthetic import write_suite
 
         self.root = root
         self.files = write_suite(root / "suite", **SUITE)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fastdllm_core.evaluation import codeeval, run_task, synthetic
+from fastdllm_core import synthetic
+from fastdllm_core.evaluation import codeeval, run_task
 from fastdllm_core.provenance import LOCK_NAME, OutDirBusy, out_dir_lock
 
 HOLD = """

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_dag_scoring_gets_the_probed_sandbox(tmp_path, monkeypatch):
-    from fastdllm_core.evaluation import sandbox, synthetic
+    from fastdllm_core import synthetic
+    from fastdllm_core.evaluation import sandbox
     from fastdllm_core.tiny import write_tiny_checkpoint
 
     probe = sandbox.probe()

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from fastdllm_core.evaluation import synthetic as S
-from fastdllm_core.evaluation.synthetic import arith, instruct, lm_eval_tasks
+from fastdllm_core import synthetic as S
+from fastdllm_core.synthetic import arith, instruct, lm_eval_tasks
 
 
 @pytest.fixture(scope="module")

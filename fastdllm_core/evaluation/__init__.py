@@ -1,5 +1,6 @@
 """Evaluation: an lm-eval model (``fast_dllm_v2``), EvalPlus code scoring, offline datasets and the synthetic
-task suite of the embedded default.  Entry point for the DAG: :func:`run_task`.  See docs/evaluation.md."""
+task suite of the embedded default (its data: :mod:`fastdllm_core.synthetic`).  Entry point for the DAG:
+:func:`run_task`.  See docs/evaluation.md."""
 from __future__ import annotations
 
 from .common import (PROMPT_STYLES, SYNTH_TASKS, TASKS, TaskUnavailable, local_test_file,  # noqa: F401

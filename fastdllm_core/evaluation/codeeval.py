@@ -8,14 +8,14 @@ Datasets (EvalPlus form: ``task_id, prompt, canonical_solution, entry_point, bas
   converted and scored **base-only**: the plus row is reported as ``n/a``, never as a plus score.
 * ``mbpp``: ``data_path`` or ``$MBPP_OVERRIDE_PATH``, else EvalPlus' download when online.
 * ``synth_code`` / ``synth_mbpp``: ``data_path`` (``code_test.jsonl.gz`` / ``mbpp_test.jsonl.gz`` from
-  :func:`.synthetic.write_suite`, or their directory) or ``$FASTDLLM_SYNTH_CODE_PATH`` /
+  :func:`fastdllm_core.synthetic.write_suite`, or their directory) or ``$FASTDLLM_SYNTH_CODE_PATH`` /
   ``$FASTDLLM_SYNTH_MBPP_PATH``; scored as HumanEval / MBPP respectively.
 
 Prompts (``prompt_style``): ``paper`` = EvalPlus' chat prompt for instruct models (its instruction prefix, the
 problem in a fenced block, and the assistant turn opened with its response prefix and a ```python fence), via
 ``evalplus.provider.utility.make_raw_chat_prompt``; ``plain`` = the problem prompt as the user turn.  For
 ``synth_code`` and ``synth_mbpp`` ``paper`` means the suite's own convention, which is ``plain`` (see
-:mod:`.synthetic`);
+:mod:`fastdllm_core.synthetic`);
 ``evalplus`` forces EvalPlus' prompt there.  Completions go through ``evalplus.sanitize(text, entry_point)``.
 
 Scoring runs model-written code: each solution runs in a sandboxed child process (:mod:`.sandbox`; README,
@@ -76,7 +76,7 @@ def resolve_dataset(task: str, data_path, work_dir: Path | None, check_only: boo
         env_var, fname = SYNTH_FILES[task]
         p = local_test_file(data_path, env_var, fname,
                             f"{task} needs its test file: pass data_path=<suite dir>/{fname} (written by "
-                            f"fastdllm_core.evaluation.synthetic.write_suite) or set {env_var}",
+                            f"fastdllm_core.synthetic.write_suite) or set {env_var}",
                             f"{task} test file not found: {{p}} (write it with synthetic.write_suite; "
                             f"pass data_path= or set {env_var})")
         check_file(task, p)  # names file, line and field of a bad item; an empty file fails here too

@@ -47,7 +47,7 @@ loglikelihood (multiple-choice tasks)
     ``context + cont[:k] + [MASK]`` (one forward per token) and sums: for a one-token continuation (MMLU/GPQA
     letter answers) it *is* the first-token method, and for a longer one (an option's text) it does not ignore
     the rest.  In ``mode=ar`` the usual causal log-likelihood of the whole continuation (one causal forward) is
-    used.
+    used.  The scores: :mod:`fastdllm_core.evaluation.likelihood`.
 
 Throughput: :attr:`FastDLLMv2.gen_stats` keeps the decoder's own :class:`GenerationStats` of every batch
 (tokens up to and including EOS; synchronised generation wall time, tokenisation excluded).
@@ -61,9 +61,9 @@ import torch
 from tqdm import tqdm
 
 from ..config import BLOCK_SIZE, MDM_MODES, MODES, parse_bool
-from ..decoding import (ContextError, DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate,
-                        model_context)
+from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
 from ..model import LoadedModel, load_model
+from .likelihood import EXACT_MAX_TOKENS, LL_METHODS, MDM_LL_METHODS, LikelihoodMixin
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,6 @@ except ImportError as exc:  # pragma: no cover
     raise ImportError("lm-eval is required for fastdllm_core.evaluation (pip install lm-eval)") from exc
 
 MODEL_NAME = "fast_dllm_v2"
-LL_METHODS = ("first_token", "chain", "mc", "exact")
-MDM_LL_METHODS = ("mc", "exact")  # the masked-diffusion modes' likelihoods
-EXACT_MAX_TOKENS = 10  # loglikelihood_method=exact: at most 2**10 - 1 mask patterns per request
 TASK_LENGTH = "task"  # max_new_tokens=task: each benchmark's own generation length
 # lm-eval's default generation length when a task's generation_kwargs set none (lm_eval.models.utils.
 # normalize_gen_kwargs / HFLM's max_gen_toks)
@@ -112,28 +109,34 @@ def _merge_cli_config(args: dict, extra: dict | None) -> None:
         args[k] = v
 
 
-def exact_weights(k: int, family: str, eps: float = 1e-3) -> list[float]:
-    """``w[m-1]``: the weight of one mask set of size ``m`` among ``k`` continuation tokens in the expectation of
-    the family's Monte Carlo likelihood estimator (``E = sum_S w(|S|) sum_{i in S} CE_i(S)``).
+def _refuse_unknown_keys(unknown: dict) -> None:
+    """A ``model_args`` key :class:`FastDLLMv2` does not take: refused, naming the closest valid key."""
+    import difflib
+    import inspect
 
-    LLaDA (``get_log_likelihood.py``): ``m`` uniform on 1..k, the set uniform among the ``C(k, m)`` of that size,
-    loss divided by ``m / k``: ``w(m) = 1 / (m C(k, m))``.  Dream (``_eval_target_nll_mc``): each token masked
-    independently with ``p = (1 - eps) t + eps``, ``t ~ U(0, 1)``, loss divided by ``p``:
-    ``w(m) = int_0^1 p^(m-1) (1 - p)^(k-m) dt`` (Gauss-Legendre, exact for this degree-(k-1) polynomial)."""
-    import math
+    valid = [k for k in inspect.signature(FastDLLMv2.__init__).parameters if k not in ("self", "model", "unknown")]
+    key = sorted(unknown)[0]
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}{hint} (valid keys: {', '.join(valid)})")
 
-    import numpy as np
 
-    if k < 1:
-        raise ValueError(f"a continuation needs at least one token, got k={k}")
-    if family == "llada":
-        return [1.0 / (m * math.comb(k, m)) for m in range(1, k + 1)]
-    if family != "dream":
-        raise ValueError(f"family must be 'llada' or 'dream', got {family!r}")
-    x, wq = np.polynomial.legendre.leggauss(k + 1)
-    t = (x + 1) / 2
-    p = (1 - eps) * t + eps
-    return [float(np.sum(wq / 2 * p ** (m - 1) * (1 - p) ** (k - m))) for m in range(1, k + 1)]
+def _batch_size(batch_size) -> int:
+    """``batch_size`` as a positive integer (lm-eval's ``auto`` is refused)."""
+    bs = str(batch_size)
+    if bs.startswith("auto"):
+        raise ValueError("batch_size=auto is not supported by fast_dllm_v2: give an integer")
+    if int(bs) <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size!r}")
+    return int(bs)
+
+
+def _load(pretrained, device, dtype, attn_implementation, block_size) -> LoadedModel:
+    """The model of ``model_args pretrained=`` (:func:`~fastdllm_core.model.load_model`)."""
+    if not pretrained:
+        raise ValueError("fast_dllm_v2 needs model_args pretrained=<hub id | directory | .gguf file>")
+    return load_model(str(pretrained), device=str(device), dtype=dtype, attn_implementation=attn_implementation,
+                      block_size=_opt_int(block_size))
 
 
 def _request_name(i: int, req) -> str:
@@ -143,7 +146,7 @@ def _request_name(i: int, req) -> str:
 
 
 @register_model(MODEL_NAME)
-class FastDLLMv2(TemplateLM):
+class FastDLLMv2(LikelihoodMixin, TemplateLM):
     """lm-eval's ``TemplateLM`` does the tokenising of (context, continuation) pairs (trailing spaces moved onto
     the continuation); this class adds the decoders, the context checks and the block-diffusion scores."""
 
@@ -155,15 +158,7 @@ class FastDLLMv2(TemplateLM):
                  logits_eos_inf=False, confidence_eos_eot_inf=False, mc_num=128, **unknown):
         super().__init__()
         if unknown:
-            import difflib
-            import inspect
-
-            valid = [k for k in inspect.signature(FastDLLMv2.__init__).parameters
-                     if k not in ("self", "model", "unknown")]
-            key = sorted(unknown)[0]
-            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown fast_dllm_v2 model_args key {key!r}{hint} (valid keys: {', '.join(valid)})")
+            _refuse_unknown_keys(unknown)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if loglikelihood_method in (None, "", "none"):
@@ -172,12 +167,7 @@ class FastDLLMv2(TemplateLM):
             raise ValueError(f"loglikelihood_method must be one of {LL_METHODS}, got {loglikelihood_method!r}")
         if ar_baseline not in ("hf", "hf_static"):
             raise ValueError(f"ar_baseline must be 'hf' or 'hf_static', got {ar_baseline!r}")
-        bs = str(batch_size)
-        if bs.startswith("auto"):
-            raise ValueError("batch_size=auto is not supported by fast_dllm_v2: give an integer")
-        self.batch_size = int(bs)
-        if self.batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size!r}")
+        self.batch_size = _batch_size(batch_size)
         self.mode = mode
         self.ar_baseline = ar_baseline
         self.ll_method = loglikelihood_method
@@ -206,18 +196,8 @@ class FastDLLMv2(TemplateLM):
             logits_eos_inf=_as_bool(logits_eos_inf), confidence_eos_eot_inf=_as_bool(confidence_eos_eot_inf),
         ).with_mode_defaults(mode).validate(mode)
         if model is None:
-            if not pretrained:
-                raise ValueError("fast_dllm_v2 needs model_args pretrained=<hub id | directory | .gguf file>")
-            model = load_model(str(pretrained), device=str(device), dtype=dtype,
-                               attn_implementation=attn_implementation, block_size=_opt_int(block_size))
-        self.lm = model
-        check_family(model, mode)
-        if _opt_int(block_size) is None and mode == "bd":  # the checkpoint's bd_size is the default block size
-            self.decode = self.decode.with_block_size(model.block_size).validate(mode)
-        self._mc_gen = torch.Generator(device=model.model.device)
-        self._mc_gen.manual_seed(0 if self.decode.seed is None else self.decode.seed)
-        self.tokenizer = model.tokenizer
-        self._device = model.model.device
+            model = _load(pretrained, device, dtype, attn_implementation, block_size)
+        self._attach(model, block_size)
         self._max_length = _opt_int(max_length)
         self.truncate_prompts = str(truncate_prompts).strip().lower() == "left" or (
             str(truncate_prompts).strip().lower() != "none" and _as_bool(truncate_prompts))
@@ -225,6 +205,18 @@ class FastDLLMv2(TemplateLM):
         self.gen_stats = []  # GenerationStats of every generate batch
         self.requested_max_gen_toks: set = set()
         self.used_max_new_tokens: set = set()  # generation lengths actually used
+
+    def _attach(self, model: LoadedModel, block_size) -> None:
+        """Use ``model`` (its family checked against the mode; with no ``block_size`` given, a ``bd`` model's own
+        ``bd_size`` becomes the block size) and seed the Monte Carlo likelihood's generator."""
+        self.lm = model
+        check_family(model, self.mode)
+        if _opt_int(block_size) is None and self.mode == "bd":  # the checkpoint's bd_size is the default block size
+            self.decode = self.decode.with_block_size(model.block_size).validate(self.mode)
+        self._mc_gen = torch.Generator(device=model.model.device)
+        self._mc_gen.manual_seed(0 if self.decode.seed is None else self.decode.seed)
+        self.tokenizer = model.tokenizer
+        self._device = model.model.device
 
     @classmethod
     def create_from_arg_string(cls, arg_string, additional_config=None):
@@ -363,32 +355,6 @@ class FastDLLMv2(TemplateLM):
             raise ValueError(f"continuation {continuation!r} encodes to no tokens")
         return ctx, cont
 
-    @torch.no_grad()
-    def _bd_logprobs_at_mask(self, seqs: list[list[int]]) -> torch.Tensor:
-        """log-softmax of the prediction for the trailing [MASK] of every sequence ``prefix + [MASK]``."""
-        from ..masks import attention_kwargs, inference_spec
-
-        model, D = self.lm.model, self.decode.block_size
-        out = []
-        for s in seqs:  # one row at a time: sequences differ in length and so in block layout
-            ids = torch.tensor([s], device=self._device)
-            n = ids.shape[1]
-            pos = torch.arange(n, device=self._device)[None]
-            kw = attention_kwargs(model, inference_spec(D, 0), n, n)
-            logits = model(input_ids=ids, position_ids=pos, use_cache=False, **kw).logits[0, n - 2]
-            out.append(torch.log_softmax(logits.float(), dim=-1))
-        return torch.stack(out)
-
-    @torch.no_grad()
-    def _ar_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
-        ids = torch.tensor([ctx + cont], device=self._device)
-        logits = self.lm.model(input_ids=ids, use_cache=False).logits[0, len(ctx) - 1: -1].float()
-        lp = torch.log_softmax(logits, dim=-1)
-        tgt = torch.tensor(cont, device=self._device)
-        score = lp.gather(1, tgt[:, None]).sum().item()
-        greedy = bool((lp.argmax(-1) == tgt).all().item())
-        return score, greedy
-
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """``TemplateLM.loglikelihood`` (every request tokenised first), then :meth:`_loglikelihood_tokens`."""
         if any(not req.args[0] for req in requests):
@@ -420,105 +386,6 @@ class FastDLLMv2(TemplateLM):
             res.append((score, greedy))
             self.cache_hook.add_partial("loglikelihood", args, (score, greedy))
         return res
-
-    def _bd_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
-        """Each scored continuation token read at a trailing [MASK] (the first one only, or the chain)."""
-        steps = cont[:1] if self.ll_method == "first_token" else cont
-        lps = self._bd_logprobs_at_mask([ctx + cont[:k] + [self.lm.mask_token_id] for k in range(len(steps))])
-        tgt = torch.tensor(steps, device=lps.device)
-        return lps.gather(1, tgt[:, None]).sum().item(), bool((lps.argmax(-1) == tgt).all().item())
-
-    # ------------------------------------------------------------------------------------------ Monte Carlo
-    def _mdm_logits(self, batch: torch.Tensor) -> torch.Tensor:
-        from ..decoding.mdm import full_attention_kwargs
-
-        model = self.lm.model
-        kw = full_attention_kwargs(model, None, batch.shape[1], batch.shape[1], batch.shape[0])
-        logits = model(input_ids=batch, use_cache=False, **kw).logits
-        if self.lm.family.logit_shift:  # Dream: the logit at i-1 predicts token i
-            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
-        return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-
-    @torch.no_grad()
-    def _mc_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
-        """The family's Monte Carlo estimate of log p(cont | ctx) with :attr:`mc_num` samples (module docstring)."""
-        import torch.nn.functional as F
-
-        dev, g, mask_id = self._device, self._mc_gen, self.lm.mask_token_id
-        dream = self.lm.family.logit_shift
-        if dream:  # Dream's evaluator scores the continuation followed by EOS (never masked)
-            cont = list(cont) + [self.tokenizer.eos_token_id]
-        b = max(1, min(self.batch_size, self.mc_num))
-        seq = torch.tensor([ctx + cont], device=dev).repeat(b, 1)
-        n_ctx, n_cont, L = len(ctx), len(cont), len(ctx) + len(cont)
-        losses = []
-        for _ in range(max(self.mc_num // b, 1)):
-            if dream:  # DreamLM/Dream eval.py _forward_process, log_type ftb
-                u0 = torch.rand(1, device=dev, generator=g, dtype=torch.float32)
-                t = (u0 + torch.arange(b, device=dev).float() / b) % 1
-                p_mask = ((1 - self.decode.eps) * t + self.decode.eps)[:, None].repeat(1, L)
-                is_mask = torch.rand((b, L), device=dev, generator=g) < p_mask
-                is_mask[:, 0] = is_mask[:, -1] = False
-                is_mask[:, :n_ctx] = False
-            else:  # ML-GSAI/LLaDA get_log_likelihood.py forward_process
-                k = torch.randint(1, n_cont + 1, (), device=dev, generator=g)
-                x = torch.round(torch.linspace(float(k), k + (b - 1) * (n_cont / b), steps=b, device=dev)).long()
-                x = ((x - 1) % n_cont) + 1
-                idx = torch.arange(n_cont, device=dev).repeat(b, 1)
-                is_mask = idx < x.unsqueeze(1)
-                for i in range(b):
-                    is_mask[i] = is_mask[i][torch.randperm(n_cont, device=dev, generator=g)]
-                is_mask = torch.cat((torch.zeros(b, n_ctx, dtype=torch.bool, device=dev), is_mask), dim=1)
-                p_mask = (x / n_cont).unsqueeze(1).repeat(1, L)
-            noisy = torch.where(is_mask, mask_id, seq)
-            logits = self._mdm_logits(noisy)
-            loss = F.cross_entropy(logits[is_mask], seq[is_mask], reduction="none") / p_mask[is_mask]
-            losses.append(loss.sum().item() / b)
-        return -sum(losses) / len(losses), False
-
-    @torch.no_grad()
-    def _exact_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
-        """The expectation of :meth:`_mc_loglik`'s estimator, computed exactly: every non-empty set ``S`` of masked
-        continuation positions is forwarded once, and ``sum_{i in S} CE_i(S)`` is weighted by the probability the
-        family's sampler gives ``S`` times its loss weight, integrated over the noise level (:func:`exact_weights`).
-        Same quantity as ``mc`` with ``mc_num`` -> infinity, without its sampling noise; ``2**k - 1`` rows for a
-        ``k``-token continuation (one row for a one-token answer, where ``mc`` runs ``mc_num``)."""
-        import torch.nn.functional as F
-
-        dev, mask_id = self._device, self.lm.mask_token_id
-        k = len(cont)
-        full = list(ctx) + list(cont) + ([self.tokenizer.eos_token_id] if self.lm.family.logit_shift else [])
-        seq = torch.tensor(full, device=dev)
-        patterns = torch.tensor([[(s >> j) & 1 for j in range(k)] for s in range(1, 2 ** k)], dtype=torch.bool,
-                                device=dev)
-        weights = torch.tensor(exact_weights(k, "dream" if self.lm.family.logit_shift else "llada",
-                                             self.decode.eps), dtype=torch.float64, device=dev)
-        total = 0.0
-        for lo in range(0, len(patterns), self.batch_size):
-            pat = patterns[lo:lo + self.batch_size]
-            is_mask = torch.zeros(len(pat), len(full), dtype=torch.bool, device=dev)
-            is_mask[:, len(ctx):len(ctx) + k] = pat
-            batch = seq.repeat(len(pat), 1)
-            logits = self._mdm_logits(torch.where(is_mask, mask_id, batch))
-            ce = F.cross_entropy(logits[is_mask], batch[is_mask], reduction="none")  # masked positions only
-            per_row = torch.zeros(len(pat), dtype=torch.float64, device=dev).index_add_(
-                0, is_mask.nonzero()[:, 0], ce.double())
-            total += (per_row * weights[pat.sum(1) - 1]).sum().item()
-        return -total, False
-
-    def _fit_loglikelihood(self, i: int, ctx: list[int], cont: list[int], name: str | None = None) -> list[int]:
-        """The context of request ``i`` such that context + continuation (+ the [MASK]) fits the context length."""
-        limit = self.context_length
-        need = len(cont) + (0 if self.mode == "ar" else 1)  # bd: a trailing [MASK]; masked diffusion: Dream's EOS
-        if limit is None or len(ctx) + need <= limit:
-            return ctx
-        if not self.truncate_prompts or need >= limit:
-            raise ContextError(f"{name or f'request {i}'}: context {len(ctx)} tokens + continuation {len(cont)} tokens"
-                               f"{'' if self.mode == 'ar' else ' + 1'} = {len(ctx) + need}, more than the "
-                               f"model's context of {limit} tokens; shorten it or ask for left truncation "
-                               "(truncate_prompts=left)")
-        self.n_truncated_prompts += 1
-        return ctx[len(ctx) + need - limit:]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise NotImplementedError("fast_dllm_v2 does not implement loglikelihood_rolling (perplexity tasks); "

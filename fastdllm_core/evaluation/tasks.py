@@ -7,7 +7,7 @@ location overridable by a local file, and the synthetic arithmetic task over loc
   ``prompt_style="boxed"``: the reference implementation's variant, the cue ``Answer:`` replaced by
   ``Please reason step by step, and put your final answer within \\boxed{}.`` plus a ``boxed`` filter.
 * ``synth_math`` / ``synth_mc`` / ``synth_ifeval``: the stand-ins of MATH / MMLU / IFEval over local JSONL
-  (:mod:`.synthetic.lm_eval_tasks`).  ``data_path``: the test file or the suite directory.
+  (:mod:`fastdllm_core.synthetic.lm_eval_tasks`).  ``data_path``: the test file or the suite directory.
 * ``minerva_math`` (group of 7), ``mmlu`` (group of 57), ``ifeval``, ``gpqa`` (``gpqa_main_n_shot``, 5-shot):
   lm-eval's task definitions unchanged.  ``data_path``: for a single task a JSONL file with the Hub dataset's
   columns; for a group a directory holding ``<subtask>.jsonl`` per subtask (e.g. ``mmlu_anatomy.jsonl``).
@@ -145,7 +145,7 @@ def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") 
     if task in LOCAL_STAND_INS:
         if prompt_style != "paper":
             raise ValueError(f"prompt_style {prompt_style!r} is not defined for {task}; use 'paper'")
-        from .synthetic.lm_eval_tasks import config
+        from ..synthetic.lm_eval_tasks import config
 
         path = resolve_stand_in_path(task, data_path)
         return [config(task, path)], {"source": str(path), "task_manager": _task_manager()}

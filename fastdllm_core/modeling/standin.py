@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from ..tiny import CHARS
+from ..vocab import CHARS
 
 
 def char_tokenizer_with(specials: list[str], *, eos: str, pad: str, bos: str | None, chat_template: str,

@@ -72,7 +72,7 @@ step_sweep7() { sweep_shape qwen2.5-7b "$OUT/bench_qwen2.5-7b_random.csv"; }
 # block-diffusion recipe (pad + complementary masks); its acceptance is real.
 step_train() {
   python - <<EOF
-from fastdllm_core.evaluation.synthetic import write_suite
+from fastdllm_core.synthetic import write_suite
 print(write_suite("$WORK/data", seed=0, n_train=20000, n_eval=200))
 EOF
   local files="[$WORK/data/arith_train.jsonl,$WORK/data/code_train.jsonl]"

@@ -17,7 +17,7 @@ import json
 
 import torch
 
-from fastdllm_core.evaluation.synthetic import ARITH_PROMPT
+from fastdllm_core.synthetic import ARITH_PROMPT
 from fastdllm_core.masks import attention_kwargs, inference_spec
 from fastdllm_core.model import load_model
 

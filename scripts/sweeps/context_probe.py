@@ -61,7 +61,7 @@ def main(argv=None) -> None:
     if not Path(args.data).is_file():
         ap.error(f"--data: file not found: {args.data}")
 
-    from fastdllm_core.evaluation.synthetic import ARITH_PROMPT
+    from fastdllm_core.synthetic import ARITH_PROMPT
     from fastdllm_core.masks import attention_kwargs, inference_spec
     from fastdllm_core.model import load_model
     from fastdllm_core.training.model_init import init_mask_embedding

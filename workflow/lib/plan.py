@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 from fastdllm_core.config import MDM_MODES, SLUG_FIELDS, DecodeConfig
+from fastdllm_core.synthetic import TASKS as SYNTH_TASKS
 from fastdllm_core.training.config import merge_config
-from fastdllm_core.evaluation.synthetic import TASKS as SYNTH_TASKS
 
 # a synthetic task -> the key of its test file among the synthetic suite's files (synthetic_files)
 TASK_DATA_KEYS = {t: f"{t}_test" for t in SYNTH_TASKS}

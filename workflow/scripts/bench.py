@@ -24,7 +24,7 @@ with logged(snakemake):  # noqa: F821
     # thread cannot collapse on a busy machine); each row records the threads and how busy the host was
     torch.set_num_threads(int(bcfg.get("threads", 1)))
     if p.prompts_task in plan.SYNTH_TASKS:  # the user turns the accuracy evaluation sends, item by item
-        from fastdllm_core.evaluation.synthetic import user_prompts
+        from fastdllm_core.synthetic import user_prompts
 
         texts = user_prompts(p.prompts_task, p.prompts_path)
     else:

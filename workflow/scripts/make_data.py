@@ -1,4 +1,4 @@
-"""Write the synthetic suite (thin wrapper of fastdllm_core.evaluation.synthetic.write_suite)."""
+"""Write the synthetic suite (thin wrapper of fastdllm_core.synthetic.write_suite)."""
 import os
 import sys
 
@@ -6,7 +6,7 @@ sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
 from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
-    from fastdllm_core.evaluation.synthetic import write_suite
+    from fastdllm_core.synthetic import write_suite
 
     p = snakemake.params  # noqa: F821
     out = dict(snakemake.output.items())  # noqa: F821

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ...provenance import atomic_path, write_text_atomic
+from ..provenance import atomic_path, write_text_atomic
 from . import arith, choice, code, instruct
 
 ARITH_PROMPT = arith.ARITH_PROMPT
