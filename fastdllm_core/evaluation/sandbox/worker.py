@@ -98,6 +98,11 @@ class VerdictCache:
                      "memory": os.environ.get("EVALPLUS_MAX_MEMORY_BYTES", ""),
                      "timeout_per_task": os.environ.get("EVALPLUS_TIMEOUT_PER_TASK", ""), "code": _sources_digest()}
 
+    def _keepable(self, r: dict) -> bool:
+        """A verdict of a check that ran in the full sandbox (no set-up failure): pass or fail, never a timeout."""
+        return r.get("setup_failures") == 0 and r.get("base") in CACHED_STATUSES and (
+            self.base["base_only"] or r.get("plus") in CACHED_STATUSES)
+
     def _path(self, sample: dict) -> str:
         key = hashlib.sha256(json.dumps({**self.base, "task_id": sample["task_id"], "solution": sample["solution"]},
                                         sort_keys=True).encode()).hexdigest()
@@ -109,13 +114,10 @@ class VerdictCache:
                 r = json.load(fh)
         except (OSError, ValueError):
             return None
-        ok = r.get("setup_failures") == 0 and r.get("base") in CACHED_STATUSES and (
-            self.base["base_only"] or r.get("plus") in CACHED_STATUSES)
-        return r if ok else None
+        return r if self._keepable(r) else None
 
     def put(self, sample: dict, result: dict) -> None:
-        if result["setup_failures"] or result["base"] not in CACHED_STATUSES or (
-                not self.base["base_only"] and result.get("plus") not in CACHED_STATUSES):
+        if not self._keepable(result):
             return
         path = self._path(sample)
         os.makedirs(os.path.dirname(path), exist_ok=True)
