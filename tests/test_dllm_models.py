@@ -140,3 +140,26 @@ def test_dream_sliding_window_and_llada_moe_are_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "lladamoe", "architectures": ["LLaDAMoEModelLM"]}))
     with pytest.raises(UnsupportedCheckpoint, match="Qwen3MoeForCausalLM"):
         load_model(str(tmp_path))
+
+
+@pytest.mark.parametrize("alg", ["entropy", "maskgit_plus", "topk_margin"])
+def test_dream_rows_leaving_when_final_give_the_same_sequences(standins, alg):
+    """``stop_when_final`` (the evaluation's shortcut): rows of different prompt lengths (left padding) leave the
+    batch as soon as their text up to the first stop is decoded, with fewer row forwards and the very sequences of
+    Dream's full sampler (float64); with sampling (temperature > 0) it is not applied."""
+    from fastdllm_core.decoding.dream import dream_generate
+
+    lm = load_model(str(standins["dream"]), dtype="float64")
+    prompts = prompt_ids({"prompt_lengths": [5, 9, 7, 12, 9, 3], "prompt_seed": 4})
+    kw = dict(mask_token_id=lm.mask_token_id, max_new_tokens=16, steps=16, alg=alg)
+    raw = dream_generate(lm.model, prompts, **kw)  # no stop ids: the whole generation region
+    stops = sorted({row[k] for row, k in zip(raw.sequences, [1, 3, 0, 6, 2, 4])})  # a stop early in every row
+    full = dream_generate(lm.model, prompts, stop_token_ids=stops, **kw)
+    early = dream_generate(lm.model, prompts, stop_token_ids=stops, stop_when_final=True, **kw)
+    assert early.sequences == full.sequences
+    assert all(len(s) < 16 for s in full.sequences)
+    assert sum(early.stats.row_nfe) < sum(full.stats.row_nfe) == 6 * 16
+    assert early.stats.nfe <= 16 and max(early.stats.row_nfe) == early.stats.nfe
+    sampled = dream_generate(lm.model, prompts, stop_token_ids=stops, stop_when_final=True, temperature=0.5, seed=1,
+                             **kw)
+    assert sampled.stats.row_nfe == [16] * 6

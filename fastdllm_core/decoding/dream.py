@@ -19,6 +19,8 @@ confidences), drawn from ``seed``'s generator in the official order.  Counting: 
 """
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
 
@@ -85,17 +87,27 @@ def check_dream(steps: int, max_new_tokens: int, alg: str, alg_temp: float, temp
 def dream_generate(model, prompts, *, mask_token_id: int, stop_token_ids=None, max_new_tokens: int = 256,
                    steps: int = 256, alg: str = "entropy", alg_temp: float = 0.0, temperature: float = 0.0,
                    top_p: float | None = None, eps: float = 1e-3, seed: int | None = None,
-                   pad_token_id: int | None = None, profile: bool = False):
-    """Dream's ``diffusion_generate`` on a stock model (see the module docstring)."""
+                   pad_token_id: int | None = None, profile: bool = False, stop_when_final: bool = False):
+    """Dream's ``diffusion_generate`` on a stock model (see the module docstring).
+
+    ``stop_when_final`` (deterministic settings only: greedy tokens, ``alg_temp`` 0, not ``origin``; ignored
+    otherwise): a row leaves the batch once its text up to its first stop id is final -- every position up to and
+    including that stop decoded (Dream never re-masks a token, so later steps only fill positions after it).  The
+    returned sequences are those of the full ``steps``; the other rows' arithmetic is unchanged (each row unmasks
+    the same count per step, so the batch mean that sets it is the same).  Fewer forwards: an evaluation shortcut,
+    never a throughput measurement of Dream (the official sampler runs every step)."""
     check_dream(steps, max_new_tokens, alg, alg_temp, temperature, top_p, eps)
     b = Batch(model, prompts, max_new_tokens, mask_token_id, pad_token_id, profile)
     gen = make_generator(b.device, seed)
-    x, mask_id = b.x, b.mask_id
-    timesteps = torch.linspace(1, eps, steps + 1, device=x.device)
+    mask_id, full_x = b.mask_id, b.x
+    early = _Early(b, stop_token_ids) if (stop_when_final and temperature == 0 and not alg_temp
+                                          and alg != "origin") else None
+    timesteps = torch.linspace(1, eps, steps + 1, device=full_x.device)
     t_start = start_clock(b.device)
     for i in range(steps):
+        x = full_x if early is None else full_x[early.active]
         mask_index = x == mask_id
-        logits = shift_logits(b.forward(kind="step"))
+        logits = shift_logits(b.forward(x, kind="step", rows=None if early is None else early.active))
         mask_logits = logits[mask_index]
         t, s = timesteps[i], timesteps[i + 1]
         if alg == "origin":
@@ -117,7 +129,45 @@ def dream_generate(model, prompts, *, mask_token_id: int, stop_token_ids=None, m
             x_[mask_index] = x0.clone()
             rows = torch.arange(x.size(0), device=x.device).unsqueeze(1).expand_as(transfer_index)
             x[rows, transfer_index] = x_[rows, transfer_index]
-    return b.finish(f"dream_{alg}", stop_token_ids, t_start, steps=steps, steps_per_block=[steps], host_syncs=steps)
+        if early is not None:
+            full_x[early.active] = x
+            if not early.step(t_start):
+                break
+    if early is None:
+        return b.finish(f"dream_{alg}", stop_token_ids, t_start, steps=steps, steps_per_block=[steps],
+                        host_syncs=steps)
+    return b.finish(f"dream_{alg}", stop_token_ids, t_start, steps=steps, steps_per_block=[steps],
+                    host_syncs=early.steps, row_nfe=early.row_nfe, row_latency_s=early.row_latency)
+
+
+class _Early:
+    """The rows still decoding (``stop_when_final``): each step, a row whose generation region has no mask up to
+    its first stop id (or none at all) leaves, with its forwards and latency recorded."""
+
+    def __init__(self, b: Batch, stop_token_ids):
+        self.b, self.steps = b, 0
+        self.stops = torch.tensor(sorted({int(t) for t in (stop_token_ids or [])}), dtype=torch.long,
+                                  device=b.x.device)
+        self.active = torch.arange(b.B, device=b.x.device)
+        self.row_nfe, self.row_latency = [0] * b.B, [0.0] * b.B
+
+    def step(self, t_start: float) -> bool:
+        """Count a step for the active rows and drop the finished ones; False when none is left."""
+        self.steps += 1
+        g = self.b.x[self.active, self.b.P:]
+        masked, stop = g == self.b.mask_id, torch.isin(g, self.stops)
+        n = g.shape[1]
+        first_mask = torch.where(masked.any(1), masked.int().argmax(1), n)
+        first_stop = torch.where(stop.any(1), stop.int().argmax(1), n)
+        done = (first_mask > first_stop) | ~masked.any(1)
+        if done.any():
+            now = time.perf_counter() - t_start
+            for r in self.active[done].tolist():
+                self.row_latency[r] = now
+        for r in self.active.tolist():
+            self.row_nfe[r] += 1
+        self.active = self.active[~done]
+        return bool(len(self.active))
 
 
 def select(full_confidence: torch.Tensor, n: int, alg_temp: float | None, gen: torch.Generator) -> torch.Tensor:

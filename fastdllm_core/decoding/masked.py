@@ -37,10 +37,12 @@ def eos_eot(loaded) -> tuple[int | None, int | None]:
 
 
 def mdm_generate(loaded, prompts, mode: str, config: DecodeConfig, *, stop_token_ids=None, eos_eot_ids=None,
-                 profile: bool = False):
+                 profile: bool = False, stop_when_final: bool = False):
     """Decode ``prompts`` (token-id lists) with ``mode``'s sampler at ``config`` (``steps=None`` resolved by
     :meth:`DecodeConfig.with_mode_defaults`).  ``stop_token_ids`` (default: the model's EOS / EoT ids) only
-    decide where the counted tokens end; ``eos_eot_ids`` override the ids LLaDA's EOS options act on."""
+    decide where the counted tokens end; ``eos_eot_ids`` override the ids LLaDA's EOS options act on.
+    ``stop_when_final`` (Dream's sampler, greedy): rows leave the batch once their text is final -- the same
+    sequences with fewer forwards (:func:`~.dream.dream_generate`); for evaluation, never for throughput."""
     if mode not in MDM_MODES:
         raise ValueError(f"mdm_generate runs the masked-diffusion modes {MDM_MODES}, not {mode!r}")
     check_family(loaded, mode)
@@ -59,7 +61,8 @@ def mdm_generate(loaded, prompts, mode: str, config: DecodeConfig, *, stop_token
     top_p = cfg.top_p if cfg.top_p < 1.0 else None
     if mode == "dream":
         return dream_generate(model, prompts, max_new_tokens=cfg.max_new_tokens, steps=cfg.steps, alg=cfg.alg,
-                              alg_temp=cfg.alg_temp, temperature=cfg.temperature, top_p=top_p, eps=cfg.eps, **common)
+                              alg_temp=cfg.alg_temp, temperature=cfg.temperature, top_p=top_p, eps=cfg.eps,
+                              stop_when_final=stop_when_final, **common)
     v1 = dict(gen_length=cfg.max_new_tokens, steps=cfg.steps, block_length=cfg.block_size, threshold=cfg.threshold,
               cache=cfg.cache, temperature=cfg.temperature, **common)
     if getattr(getattr(loaded, "family", None), "logit_shift", False):

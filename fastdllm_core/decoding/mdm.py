@@ -103,23 +103,25 @@ class Batch:
     def _count(self, kind: str) -> None:
         self.nfe[kind] = self.nfe.get(kind, 0) + 1
 
-    def _model(self, ids, start: int, kv_len: int, cache) -> torch.Tensor:
-        kw = full_attention_kwargs(self.model, self.key_valid[:, :kv_len] if self.key_valid is not None else None,
+    def _model(self, ids, start: int, kv_len: int, cache, rows: torch.Tensor | None = None) -> torch.Tensor:
+        valid = self.key_valid if self.key_valid is None or rows is None else self.key_valid[rows]
+        kw = full_attention_kwargs(self.model, valid[:, :kv_len] if valid is not None else None,
                                    ids.shape[1], kv_len, ids.shape[0], cached=cache is not None)
         if self.profile:
             _sync(self.device)
             t0 = time.perf_counter()
-        out = self.model(input_ids=ids, position_ids=self.positions[:, start:start + ids.shape[1]],
+        out = self.model(input_ids=ids, position_ids=self.positions[:ids.shape[0], start:start + ids.shape[1]],
                          past_key_values=cache, use_cache=cache is not None, **kw).logits
         if self.profile:
             _sync(self.device)
             self.forward_time += time.perf_counter() - t0
         return out
 
-    def forward(self, x: torch.Tensor | None = None, kind: str = "full") -> torch.Tensor:
-        """Logits of the whole sequence (no cache), ``[B, T, V]``."""
+    def forward(self, x: torch.Tensor | None = None, kind: str = "full", rows: torch.Tensor | None = None):
+        """Logits of the whole sequence (no cache), ``[B, T, V]``; ``rows``: ``x`` holds only these rows of the
+        batch (their own padding mask)."""
         self._count(kind)
-        return self._model(self.x if x is None else x, 0, self.T, None)
+        return self._model(self.x if x is None else x, 0, self.T, None, rows)
 
     def forward_fill_cache(self, kind: str = "full") -> torch.Tensor:
         """Logits of the whole sequence, keeping every position's keys/values in the cache."""
@@ -135,7 +137,10 @@ class Batch:
         return self._model(self.x[:, start:end], start, self.T, self.cache.window(start, self.T))
 
     def finish(self, mode: str, stop_ids, t_start: float, *, steps: int, steps_per_block: list[int],
-               host_syncs: int) -> GenerationOutput:
+               host_syncs: int, row_nfe: list[int] | None = None,
+               row_latency_s: list[float] | None = None) -> GenerationOutput:
+        """The rows' tokens up to and including their first stop id, and the call's statistics (``row_nfe`` /
+        ``row_latency_s``: per row, when rows left the batch before the end; else every forward and the wall)."""
         _sync(self.device)
         wall = time.perf_counter() - t_start
         stops = sorted({int(s) for s in (stop_ids or [])})
@@ -144,7 +149,8 @@ class Batch:
         nfe = sum(self.nfe.values())
         stats = GenerationStats(
             mode=mode, batch_size=self.B, generated_tokens=[len(s) for s in sequences], nfe=nfe,
-            row_nfe=[nfe] * self.B, wall_time_s=wall, row_latency_s=[wall] * self.B, steps_per_block=steps_per_block,
+            row_nfe=row_nfe or [nfe] * self.B, wall_time_s=wall, row_latency_s=row_latency_s or [wall] * self.B,
+            steps_per_block=steps_per_block,
             nfe_breakdown=dict(self.nfe), host_syncs=host_syncs, forward_time_s=self.forward_time,
             gen_length=self.G, steps=steps)
         return GenerationOutput(sequences, stats)

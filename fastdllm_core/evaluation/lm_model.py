@@ -296,7 +296,9 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
                 res = ar_generate(self.lm.model, batch, stop_token_ids=stop, max_new_tokens=decode.max_new_tokens,
                                   baseline=self.ar_baseline, pad_token_id=self.tokenizer.pad_token_id)
             elif self.mode in MDM_MODES:
-                res = mdm_generate(self.lm, batch, self.mode, decode, stop_token_ids=stop)
+                # Dream's sampler: a row leaves the batch once its text is final (same outputs, fewer forwards)
+                res = mdm_generate(self.lm, batch, self.mode, decode, stop_token_ids=stop,
+                                   stop_when_final=self.mode == "dream")
             else:
                 res = bd_generate(self.lm.model, batch, mask_token_id=self.lm.mask_token_id, stop_token_ids=stop,
                                   config=decode)
