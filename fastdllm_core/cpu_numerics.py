@@ -6,7 +6,7 @@ machine, AVX-512 on another.  The paths sum in different orders, so the same tra
 two machines.  On this project's machines that is not a rounding detail: changing only the kernel path (``MKL_CBWR=
 COMPATIBLE`` instead of the default AVX2 path; same code, data and seed) changed the weights after the first step,
 and after the embedded default's 900 steps of pretraining and instruct tuning the AR base's accuracies moved by
-several points (README, "Reproducibility"), which is how a README table came to disagree with a fresh run of the
+several points (docs/thread_policy.md, "Reproducibility"), which is how a README table came to disagree with a fresh run of the
 same commit.
 
 :func:`pin` fixes the path before torch runs its first kernel: ``MKL_CBWR=AVX2`` (MKL's conditional numerical

@@ -18,8 +18,8 @@ problem in a fenced block, and the assistant turn opened with its response prefi
 :mod:`fastdllm_core.synthetic`);
 ``evalplus`` forces EvalPlus' prompt there.  Completions go through ``evalplus.sanitize(text, entry_point)``.
 
-Scoring runs model-written code: each solution runs in a sandboxed child process (:mod:`.sandbox`; README,
-"Sandbox for model-written code").
+Scoring runs model-written code: each solution runs in a sandboxed child process (:mod:`.sandbox`;
+docs/sandbox.md).
 """
 from __future__ import annotations
 
@@ -221,8 +221,8 @@ def _score_in(scratch: Path, dataset_file, task, solutions, base_only, min_time_
     doc = json.loads(out.read_text())
     box = doc.get("sandbox", {})
     if not box.get("full") or box.get("fallback_from"):
-        log.warning("model-written code ran in a weaker sandbox than the full set: %s (missing: %s)%s (README: "
-                    "'Sandbox for model-written code')", box.get("description"),
+        log.warning("model-written code ran in a weaker sandbox than the full set: %s (missing: %s)%s (see "
+                    "docs/sandbox.md)", box.get("description"),
                     ", ".join(box.get("missing") or ["?"]),
                     f", mode {box.get('mode')} after {box['fallback_from']} failed" if box.get("fallback_from") else "")
     if box.get("setup_failures"):

@@ -2,7 +2,7 @@
 
 :func:`untrusted_check` is a drop-in for ``evalplus.eval.untrusted_check`` (same statuses, same per-test time
 limits, same overall wall-clock limit, EvalPlus' own in-process guard; its oracles applied by the scorer), but the
-code runs in a child process that the operating system contains, with no root needed (README, "Sandbox for
+code runs in a child process that the operating system contains, with no root needed (docs/sandbox.md, "Sandbox for
 model-written code"):
 
 * a new session / process group, killed as a whole (SIGKILL) when the check ends or times out, and a new PID

@@ -166,7 +166,7 @@ def _probe_sandbox(sandbox) -> dict | None:
     if probe["fallback_from"] or not probe["full"]:
         print(f"WARNING: weaker sandbox than the full set (mode {probe['mode']}"
               f"{', after ' + probe['fallback_from'] + ' failed' if probe['fallback_from'] else ''}): "
-              f"{probe['description']}; see README 'Sandbox for model-written code'", file=sys.stderr)
+              f"{probe['description']}; see docs/sandbox.md", file=sys.stderr)
     return probe
 
 
