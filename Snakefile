@@ -43,6 +43,7 @@ include: "workflow/rules/accuracy.smk"
 include: "workflow/rules/throughput.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/reports.smk"
+include: "workflow/rules/release.smk"
 
 
 # stand-in checkpoints and data of a rehearsal (config/rehearsal.yaml); no job without `standins:`

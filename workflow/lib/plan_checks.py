@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import plan
+import released
 
 class ConfigError(ValueError):
     pass
@@ -102,6 +103,7 @@ def check(config: dict) -> None:
     _check_roles(config)
     _check_training_keys(config)
     _check_models(config)
+    released.check(config, _fail)
     _check_tables(config)
     _check_figures_and_tasks(config)
 

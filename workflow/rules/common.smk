@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
 import plan  # noqa: E402  (the DAG plan as data: models, points, sweeps)
 import plan_checks  # noqa: E402
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
+import released  # noqa: E402  (released checkpoints the DAG can also build)
 import report_rules  # noqa: E402  (the tables and figures)
 
 # a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
@@ -15,6 +16,10 @@ plan_checks.validate_schema(config, os.path.join(workflow.basedir, "workflow", "
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 plan_checks.check(config)
+# build_released / released_with: which released checkpoints this run loads and which it builds (ar_base)
+_resolved = released.resolve(config)
+config.clear()
+config.update(_resolved)
 # every adaptation once per seed of adaptation_seeds (<model>.seed<S>; the first seed keeps the model's key)
 config["models"] = plan.expand_seeds(config)["models"]
 
@@ -42,6 +47,7 @@ ACCURACY_CSVS = [plan.accuracy_path(config, j) for j in EVAL_JOBS]
 SWEEPS = plan.bench_sweeps(config)
 THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
 TRAINED = plan.trained_models(config)
+RELEASE_BUILDS = released.builds(config)
 SYN_FILES = plan.synthetic_files(config)
 
 
@@ -62,6 +68,20 @@ MISSING_TRAIN_FILES = sorted({f for m in TRAINED for f in train_files(m)
 if MISSING_TRAIN_FILES:
     print(f"warning: training data not found: {MISSING_TRAIN_FILES}; jobs that train "
           f"({', '.join(TRAINED)}) will fail until it is provided (see README, 'Paper scale')", file=sys.stderr)
+
+
+def release_inputs(wildcards):
+    """The checkpoints this run builds (build_released), their stages' training curves and their own scores."""
+    if not RELEASE_BUILDS:
+        raise ValueError("release_base writes the released checkpoints that a run builds, and this one builds none: "
+                         "run it as `snakemake --cores all release_base --config build_released=True`")
+    chains = [s for m in RELEASE_BUILDS for s in released.build_chain(config, m)]
+    return {
+        "finals": [plan.model_final(config, m) for m in RELEASE_BUILDS],
+        "metrics": [f"{R}/models/{s}/training_metrics.csv" for s in chains],
+        "accuracy": [plan.accuracy_path(config, j) for j, job in EVAL_JOBS.items() if job["model"] in RELEASE_BUILDS],
+        "numerics": "tests/data/numerics/training.json",
+    }
 
 
 def task_data(task):
