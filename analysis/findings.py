@@ -16,9 +16,9 @@ COMPARISONS = "## Comparisons"
 FIELDS = ("cpu", "commit", "source_fingerprint", "comparison", "column", "difference", "verdict", "direction")
 _LINE = re.compile(r"^- \*\*(?P<cmp>.+?)\*\* \((?P<why>.*?)\): (?P<body>.*)\. "
                    r"Beyond noise: (?P<k>\d+) of (?P<n>\d+) columns\.$")
-_PART = re.compile(r"(?P<col>.+?) (?:(?P<d>[+-]\d+\.\d) \((?:(?P<dir>higher|lower), )?(?P<v>beyond noise|within noise)\)"
-                   r"|(?P<na>n/a))")
-_MARK = re.compile(r" \[[^\[\]]*, run of [0-9a-f]+\]")
+_PART = re.compile(r"(?P<col>.+?) (?:(?P<d>[+-]\d+\.\d) "
+                   r"\((?:(?P<dir>higher|lower), )?(?P<v>beyond noise|within noise)\)|(?P<na>n/a))")
+_MARK = re.compile(r" \[[^\[\]]* on [^\[\]]*, run of [^\[\]]*\]")
 
 
 def _provenance(page: str, key: str) -> str:

@@ -17,8 +17,8 @@ direction), 3 when only numbers differ.  SUMMARY may also be a results directory
 
 Writes ``docs/embedded_default_results.md`` (the DAG's ``results/tiny/summary.md`` of that run, with the run's wall
 time added to its timing section) and the block of README.md between the ``results:begin`` / ``results:end``
-markers (the page's accuracy, comparisons and speed sections, verbatim).  The run must be of the committed tree: the page
-records the source fingerprint of the code that ran, and ``tests/test_results_doc.py`` fails when it differs from
+markers (the page's accuracy, comparisons and speed sections, verbatim).  The run must be of the committed tree: the
+page records the source fingerprint of the code that ran, and ``tests/test_results_doc.py`` fails when it differs from
 the fingerprint of the code committed beside it.  Commit the two files afterwards; after any change that can
 move a result (the fingerprint says which), run this again.  The page's comparisons are marked where a run on
 another CPU (``docs/findings_by_cpu.csv``, rows with the CPU and commit of their run) judged a column differently

@@ -92,7 +92,8 @@ def test_differences_equal_flipped_lost_new_and_absent():
     assert differences(base, findings(flipped)) == [
         f"{DREAM_RECIPE}, MMLU: page: beyond noise, lower; this run: beyond noise, higher"]
     lost = _edit(page, RECIPE_AR, "MATH -16.3 (lower, beyond noise)", "MATH -16.3 (within noise)", (3, 2))
-    assert differences(base, findings(lost)) == [f"{RECIPE_AR}, MATH: page: beyond noise, lower; this run: within noise"]
+    assert differences(base, findings(lost)) == [
+        f"{RECIPE_AR}, MATH: page: beyond noise, lower; this run: within noise"]
     new = _edit(page, RECIPE_AR, "MMLU -5.3 (within noise)", "MMLU -5.3 (lower, beyond noise)", (3, 4))
     assert differences(base, findings(new)) == [f"{RECIPE_AR}, MMLU: page: within noise; this run: beyond noise, lower"]
     # a number that moves inside its verdict is not a finding that differs
@@ -134,7 +135,8 @@ def test_fragile_marks_where_another_cpu_disagrees():
     assert m.count(mark) == 5
     assert "MATH -16.3 (lower, beyond noise)" + mark in m and "GSM8K -41.0 (lower, beyond noise);" in m
     comps = section(m, "## Comparisons")
-    assert comps.count("[") == 5 and section(m, "## Accuracy (Tables 1 and 2)") == section(page, "## Accuracy (Tables 1 and 2)")
+    acc = "## Accuracy (Tables 1 and 2)"
+    assert comps.count("[") == 5 and section(m, acc) == section(page, acc)
     # the marks change nothing else: findings, the page without them, and marking again
     assert unmarked(m) == page and findings(m) == findings(page) and marked(m, amd) == m
     assert comparable_text(unmarked(m)) == comparable_text(page)
@@ -192,3 +194,16 @@ def test_add_findings_replaces_the_rows_of_the_pages_cpu(tmp_path, capsys):
     bad.write_text("cpu,commit\nx,y\n")
     with pytest.raises(SystemExit, match="missing columns"):
         mod.read_findings(bad)
+
+
+def test_a_column_without_a_value_and_the_export_command(tmp_path, capsys):
+    page = _page()
+    na = _edit(page, RECIPE_AR, "MMLU -5.3 (within noise)", "MMLU n/a")
+    f = next(f for f in findings(na) if (f["comparison"], f["column"]) == (RECIPE_AR, "MMLU"))
+    assert f["verdict"] == "n/a" and f["difference"] is None
+    assert differences(findings(page), findings(na)) == [f"{RECIPE_AR}, MMLU: page: within noise; this run: n/a"]
+    src = tmp_path / "summary.md"
+    src.write_text(page)
+    assert _script().main(["--export-findings", str(src)]) == 0
+    got = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert got == rows(page)
