@@ -98,8 +98,8 @@ def rows(page: str) -> list[dict]:
 
 def marked(page: str, other: list[dict]) -> str:
     """The page with each comparison column that a run on another CPU (``other``: rows as :func:`rows` gives,
-    parsed back from CSV) judged differently marked, e.g. ``GSM8K -41.0 (lower, beyond noise) [fragile: within
-    noise on <CPU>, run of <commit>]``.  Rows from the page's own CPU are ignored; old marks are replaced."""
+    parsed back from CSV) judged differently marked, e.g. ``MATH -16.3 (lower, beyond noise) [fragile: not
+    beyond noise on <CPU>, run of <commit>]``.  Rows from the page's own CPU are ignored; old marks are replaced."""
     page = unmarked(page)
     cpu = run_of(page)["cpu"]
     theirs: dict = {}

@@ -79,8 +79,9 @@ def page_path(p: Path) -> Path:
     return page
 
 
-def check(fresh: Path, doc: Path = DOC) -> int:
+def check(fresh: Path, doc: Path | None = None) -> int:
     """0: numbers and findings equal; 1: a finding differs (verdict or direction); 3: only numbers differ."""
+    doc = doc or DOC
     new_page, old_page = page_path(fresh).read_text(), doc.read_text()
     new, old = comparable_text(unmarked(new_page)), comparable_text(unmarked(old_page))
     if new == old:
@@ -99,7 +100,8 @@ def check(fresh: Path, doc: Path = DOC) -> int:
     return 0 if new == old else 3
 
 
-def read_findings(path: Path = FINDINGS) -> list[dict]:
+def read_findings(path: Path | None = None) -> list[dict]:
+    path = path or FINDINGS
     if not path.is_file():
         return []
     with path.open(newline="") as f:
@@ -115,8 +117,9 @@ def write_findings(found: list[dict], out) -> None:
     w.writerows(found)
 
 
-def add_findings(src: Path, path: Path = FINDINGS) -> None:
+def add_findings(src: Path, path: Path | None = None) -> None:
     """The page's findings into ``path``, replacing the rows of its CPU (one run per CPU), sorted by CPU."""
+    path = path or FINDINGS
     page = page_path(src).read_text()
     cpu = run_of(page)["cpu"]
     kept = [r for r in read_findings(path) if r["cpu"] != cpu]
@@ -128,7 +131,13 @@ def add_findings(src: Path, path: Path = FINDINGS) -> None:
 
 
 def write_page(page: str) -> None:
-    page = marked(page, read_findings())
+    other, here = read_findings(), run_of(page)
+    for cpu, commit, fp in sorted({(r["cpu"], r["commit"], r["source_fingerprint"]) for r in other}):
+        if cpu != here["cpu"] and fp != here["source_fingerprint"]:
+            print(f"note: {FINDINGS.name} holds findings of {cpu} (commit {commit[:12]}) made by code with source "
+                  f"fingerprint {fp}, not the page's {here['source_fingerprint']}: a difference it marks may come "
+                  "from the code, not the CPU")
+    page = marked(page, other)
     write_text_atomic(DOC, page)
     write_text_atomic(README, with_readme_block(README.read_text(), page))
 
