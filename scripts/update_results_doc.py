@@ -5,18 +5,29 @@
     python scripts/update_results_doc.py --from DIR        # a kept run (DIR/tiny/summary.md; the last run
                                                            # is kept in results/embedded_default_run/results)
     python scripts/update_results_doc.py --check SUMMARY   # compare a fresh run's results/tiny/summary.md with
-                                                           # the committed page (timing and provenance excluded)
+                                                           # the committed page (timing and provenance excluded):
+                                                           # its numbers, then its findings (verdicts, directions)
+    python scripts/update_results_doc.py --export-findings SUMMARY   # a page's findings as CSV, on stdout
+    python scripts/update_results_doc.py --add-findings SUMMARY      # ... into docs/findings_by_cpu.csv (replaces
+                                                           # that CPU's rows), then re-mark the committed page
+    python scripts/update_results_doc.py --mark            # re-mark the committed page from that file
+
+``--check`` exits 0 when numbers and findings are equal, 1 when a finding differs (a verdict "beyond noise" or its
+direction), 3 when only numbers differ.  SUMMARY may also be a results directory (DIR/tiny/summary.md).
 
 Writes ``docs/embedded_default_results.md`` (the DAG's ``results/tiny/summary.md`` of that run, with the run's wall
 time added to its timing section) and the block of README.md between the ``results:begin`` / ``results:end``
-markers (the page's accuracy, comparisons and speed sections, verbatim).  The run must be of the committed tree: the page
-records the source fingerprint of the code that ran, and ``tests/test_results_doc.py`` fails when it differs from
+markers (the page's accuracy, comparisons and speed sections, verbatim).  The run must be of the committed tree: the
+page records the source fingerprint of the code that ran, and ``tests/test_results_doc.py`` fails when it differs from
 the fingerprint of the code committed beside it.  Commit the two files afterwards; after any change that can
-move a result (the fingerprint says which), run this again.
+move a result (the fingerprint says which), run this again.  The page's comparisons are marked where a run on
+another CPU (``docs/findings_by_cpu.csv``, rows with the CPU and commit of their run) judged a column differently
+(``analysis.findings.marked``); see docs/findings_across_machines.md.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import difflib
 import json
 import shutil
@@ -26,11 +37,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from analysis.findings import FIELDS, differences, findings, marked, rows, run_of, unmarked  # noqa: E402
 from analysis.summary import TIMING, comparable_text, fingerprint_of, section  # noqa: E402
 from fastdllm_core.provenance import source_fingerprint, write_text_atomic  # noqa: E402
 
 DOC = ROOT / "docs" / "embedded_default_results.md"
 README = ROOT / "README.md"
+FINDINGS = ROOT / "docs" / "findings_by_cpu.csv"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 README_SECTIONS = ("## Accuracy (Tables 1 and 2)", "## Comparisons", TIMING)
 
@@ -58,13 +71,75 @@ def add_wall_time(page: str, timing: dict) -> str:
     return head + sep + "\n\n" + line + tail if sep else page + f"\n{TIMING}\n\n{line}\n"
 
 
-def check(fresh: Path) -> int:
-    new, old = comparable_text(fresh.read_text()), comparable_text(DOC.read_text())
+def page_path(p: Path) -> Path:
+    """A summary page, or the page of a results directory (DIR/tiny/summary.md)."""
+    page = p / "tiny" / "summary.md" if p.is_dir() else p
+    if not page.is_file():
+        raise SystemExit(f"{p}: no such summary page (a summary.md, or a results directory with tiny/summary.md)")
+    return page
+
+
+def check(fresh: Path, doc: Path | None = None) -> int:
+    """0: numbers and findings equal; 1: a finding differs (verdict or direction); 3: only numbers differ."""
+    doc = doc or DOC
+    new_page, old_page = page_path(fresh).read_text(), doc.read_text()
+    new, old = comparable_text(unmarked(new_page)), comparable_text(unmarked(old_page))
     if new == old:
-        print(f"{fresh} equals {DOC.relative_to(ROOT)} (timing and provenance excluded)")
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(DOC), str(fresh)))
-    return 1
+        print(f"numbers: {fresh} equals {doc.name} (timing and provenance excluded)")
+    else:
+        sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(doc), str(fresh)))
+        print(f"numbers: {fresh} differs from {doc.name} (diff above)")
+    mine, theirs = findings(old_page), findings(new_page)
+    diffs = differences(mine, theirs)
+    found = sum(f["verdict"] == "beyond noise" for f in mine)
+    if diffs:
+        print(f"findings: {len(diffs)} of {len(mine)} comparison columns differ ({found} beyond noise on the page):")
+        print("\n".join(f"  {d}" for d in diffs))
+        return 1
+    print(f"findings: all {len(mine)} comparison columns agree ({found} beyond noise)")
+    return 0 if new == old else 3
+
+
+def read_findings(path: Path | None = None) -> list[dict]:
+    path = path or FINDINGS
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        got = list(csv.DictReader(f))
+    if got and set(FIELDS) - set(got[0]):
+        raise SystemExit(f"{path}: missing columns {sorted(set(FIELDS) - set(got[0]))} (expected {FIELDS})")
+    return got
+
+
+def write_findings(found: list[dict], out) -> None:
+    w = csv.DictWriter(out, fieldnames=FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(found)
+
+
+def add_findings(src: Path, path: Path | None = None) -> None:
+    """The page's findings into ``path``, replacing the rows of its CPU (one run per CPU), sorted by CPU."""
+    path = path or FINDINGS
+    page = page_path(src).read_text()
+    cpu = run_of(page)["cpu"]
+    kept = [r for r in read_findings(path) if r["cpu"] != cpu]
+    new = sorted(kept + rows(page), key=lambda r: r["cpu"])  # stable: page order within a CPU
+    with path.open("w", newline="") as f:
+        write_findings(new, f)
+    print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(rows(page))} findings of the "
+          f"run on {cpu} (commit {run_of(page)['commit'][:12]}); {len(kept)} rows of other CPUs kept")
+
+
+def write_page(page: str) -> None:
+    other, here = read_findings(), run_of(page)
+    for cpu, commit, fp in sorted({(r["cpu"], r["commit"], r["source_fingerprint"]) for r in other}):
+        if cpu != here["cpu"] and fp != here["source_fingerprint"]:
+            print(f"note: {FINDINGS.name} holds findings of {cpu} (commit {commit[:12]}) made by code with source "
+                  f"fingerprint {fp}, not the page's {here['source_fingerprint']}: a difference it marks may come "
+                  "from the code, not the CPU")
+    page = marked(page, other)
+    write_text_atomic(DOC, page)
+    write_text_atomic(README, with_readme_block(README.read_text(), page))
 
 
 def main(argv=None) -> int:
@@ -72,9 +147,21 @@ def main(argv=None) -> int:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--from", dest="src", type=Path, help="results directory of a kept run (has tiny/summary.md)")
     p.add_argument("--check", type=Path, help="a fresh summary.md to compare with the committed page")
+    p.add_argument("--export-findings", type=Path, help="print a summary page's findings as CSV")
+    p.add_argument("--add-findings", type=Path, help="a summary page whose findings go into " + FINDINGS.name)
+    p.add_argument("--mark", action="store_true", help="re-mark the committed page from " + FINDINGS.name)
     args = p.parse_args(argv)
     if args.check:
         return check(args.check)
+    if args.export_findings:
+        write_findings(rows(page_path(args.export_findings).read_text()), sys.stdout)
+        return 0
+    if args.add_findings or args.mark:
+        if args.add_findings:
+            add_findings(args.add_findings)
+        write_page(DOC.read_text())
+        print(f"re-marked {DOC.relative_to(ROOT)} and README.md's results block from {FINDINGS.name}; commit them")
+        return 0
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
                            text=True).stdout.strip()
     if dirty and not args.src:
@@ -96,8 +183,7 @@ def main(argv=None) -> int:
                          "made by other code")
     if timing is not None:
         page = add_wall_time(page, timing)
-    write_text_atomic(DOC, page)
-    write_text_atomic(README, with_readme_block(README.read_text(), page))
+    write_page(page)
     print(f"wrote {DOC.relative_to(ROOT)} and README.md's results block (source fingerprint {here}); commit them")
     return 0
 
