@@ -131,13 +131,15 @@ def add_findings(src: Path, path: Path | None = None) -> None:
 
 
 def write_page(page: str) -> None:
+    """Write the page and the README block, marked with the findings of runs of the same code (source
+    fingerprint) on other CPUs: a run of other code could differ because of the code, so it marks nothing."""
     other, here = read_findings(), run_of(page)
     for cpu, commit, fp in sorted({(r["cpu"], r["commit"], r["source_fingerprint"]) for r in other}):
         if cpu != here["cpu"] and fp != here["source_fingerprint"]:
             print(f"note: {FINDINGS.name} holds findings of {cpu} (commit {commit[:12]}) made by code with source "
-                  f"fingerprint {fp}, not the page's {here['source_fingerprint']}: a difference it marks may come "
-                  "from the code, not the CPU")
-    page = marked(page, other)
+                  f"fingerprint {fp}, not the page's {here['source_fingerprint']}: not used to mark the page (a "
+                  "difference could come from the code, not the CPU)")
+    page = marked(page, [r for r in other if r["source_fingerprint"] == here["source_fingerprint"]])
     write_text_atomic(DOC, page)
     write_text_atomic(README, with_readme_block(README.read_text(), page))
 
