@@ -245,9 +245,18 @@ def plan_training(cfg: TrainConfig, model_config: dict, gpus: int, gpu_bytes: in
     reason = "" if fits else (
         f"{chosen.upper()} on {gpus} GPU(s) of {gpu_bytes / GB:.0f} GB: {n / 1e9:.2f}B parameters need "
         f"{mems[chosen].total / GB:.1f} GB per GPU (x{HEADROOM} headroom = {need / GB:.1f} GB > "
-        f"{gpu_bytes / GB:.0f} GB)")
+        f"{gpu_bytes / GB:.0f} GB){_hint(chosen, mems, gpu_bytes)}")
     tokens = o.max_steps * o.batch_size * cfg.data.seq_len
     ref = paper_reference(n)
     wall = PAPER_WALL_HOURS[ref] * tokens / paper_tokens(ref) * PAPER_GPUS / gpus
     return TrainingPlan(n, tokens, o.max_steps, o.batch_size, o.micro_batch_size, accum, gpus, nodes,
                         int(gpu_bytes), mems["ddp"], mems["fsdp"], chosen, fits, reason, ref, wall, wall * gpus)
+
+
+def _hint(chosen: str, mems: dict, gpu_bytes: int) -> str:
+    """What would fit instead: the other engine, when it does."""
+    other = "fsdp" if chosen == "ddp" else "ddp"
+    need = mems[other].total * HEADROOM
+    if need > gpu_bytes:
+        return ""
+    return f"; {other.upper()} would need {need / GB:.1f} GB: set train.engine: {other} (plan-training --engine {other})"
