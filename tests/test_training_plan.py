@@ -170,8 +170,12 @@ def test_cli_hardware_from_flags_or_config(tmp_path, capsys):
     assert "give --gpus or training_plan.gpus in the config" in capsys.readouterr().err
     cfg["training_plan"] = {"gpus": 64, "gpu_mem_gb": 80, "nodes": 0}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    assert cli.main(["--configfile", str(tmp_path / "c.yaml")]) == 2
-    assert "training_plan.nodes must be a positive integer, got 0" in capsys.readouterr().err
+    assert cli.main(["--configfile", str(tmp_path / "c.yaml")]) == 2  # the DAG's schema names it
+    assert "training_plan.nodes" in capsys.readouterr().err
+    cfg["training_plan"] = {"gpus": 64, "gpu_mem_gb": 80}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert cli.main(["--configfile", str(tmp_path / "c.yaml"), "--nodes", "0"]) == 2  # a flag: checked here
+    assert "--nodes / training_plan.nodes must be a positive integer, got 0" in capsys.readouterr().err
     # 40 GB: the loop's rule (16 B/param x 1.2) picks DDP for the 1.5B, whose activations and logits then do not
     # fit; the refusal says that FSDP would
     assert cli.main(["--configfile", str(tmp_path / "c.yaml"), "--nodes", "8", "--gpu-mem-gb", "40"]) == 1

@@ -42,9 +42,16 @@ def load_config(files: list[str]) -> dict:
         if not p.is_file():
             raise ValueError(f"--configfile {f}: file not found")
         over = merge_config(over, yaml.safe_load(p.read_text()) or {})
-    if over.get("standalone"):
-        return over
-    return merge_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), over)
+    config = over if over.get("standalone") else merge_config(
+        yaml.safe_load((REPO / "config" / "config.yaml").read_text()), over)
+    dag_plan()  # workflow/lib on the path
+    import plan_checks
+
+    try:  # the DAG's schema: a bad key or value named before any planning
+        plan_checks.validate_schema(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+    except plan_checks.ConfigError as exc:
+        raise ValueError(f"config: {exc}") from None
+    return config
 
 
 def hardware(config: dict, args) -> tuple[int, float, int]:
@@ -57,7 +64,7 @@ def hardware(config: dict, args) -> tuple[int, float, int]:
         if v is None:
             raise ValueError(f"give --{key.replace('_', '-')} or training_plan.{key} in the config")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or (key != "gpu_mem_gb" and v != int(v)):
-            raise ValueError(f"training_plan.{key} must be a positive {'number' if key == 'gpu_mem_gb' else 'integer'}"
+            raise ValueError(f"--{key.replace('_', '-')} / training_plan.{key} must be a positive {'number' if key == 'gpu_mem_gb' else 'integer'}"
                              f", got {v!r}")
         out.append(v if key == "gpu_mem_gb" else int(v))
     return out[0], float(out[1]), out[2]
