@@ -107,7 +107,7 @@ def test_departures_reach_table1_and_figure1_notes():
         assert f"{lab} departs from its authors' evaluation: " in text
     assert "mmlu_generative" in text and "mc_num 128 here against 32" in text
     notes = report_specs.fig1_notes(cfg, plan.fig1a_models(cfg))
-    assert notes[0].startswith("Fast-dLLM v1 points: ") and "Dream-v0-Base-7B" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith("Fast-dLLM v1 points: ") and "Dream-v0-Base-7B" in notes[0]
     assert report_specs.fig1_notes(load("config.yaml"), ["ar_base"]) == []
 
 

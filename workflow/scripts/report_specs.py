@@ -234,10 +234,9 @@ def speed_point_specs(config: dict, models: list[str]) -> list[dict]:
 
 def fig1_notes(config: dict, models: list[str]) -> list[str]:
     """Figure 1a's departures: the Fast-dLLM v1 points' (``speed_v1.departures``) when a masked-diffusion model is
-    drawn, and each drawn model's own (``models.<m>.departures``)."""
+    drawn (the models' own departures are Table 1's tasks, not the figure's GSM8K)."""
     v1 = (config.get("speed_v1") or {}).get("departures")
-    out = [f"Fast-dLLM v1 points: {v1.strip()}"] if v1 and any(plan.is_mdm(config, m) for m in models) else []
-    return out + departure_notes(config, models)
+    return [f"Fast-dLLM v1 points: {v1.strip()}"] if v1 and any(plan.is_mdm(config, m) for m in models) else []
 
 
 def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
