@@ -91,7 +91,8 @@ def _fig1a_speedups(bx, thr, spec: dict, dec, batch: int, sweep: str, scale: str
 def fig1a_throughput_vs_accuracy(acc, thr, spec: dict, scale: str, png, pdf):
     """spec: models [{model, label, mode}], bd_reference / ar_reference (model keys of the speed pair: the
     speed-up is bd_reference over ar_reference, like the paper's Fast-dLLM v2 7B over Qwen2.5-7B-Instruct),
-    task, metric, speed_decode, batch, sweep (the throughput sweep the numbers come from, default "batch").
+    task, metric, speed_decode, batch, sweep (the throughput sweep the numbers come from, default "batch"),
+    notes (printed under the figure, e.g. where a point's evaluation departs from its authors').
     Models other than the pair are drawn as grey context points."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8 + 0.25 * len(spec["models"])),
                                  gridspec_kw={"width_ratios": [3, 2]}, layout="constrained")
@@ -108,7 +109,7 @@ def fig1a_throughput_vs_accuracy(acc, thr, spec: dict, scale: str, png, pdf):
                      "the timed repeats. Error bars on the left: 95% intervals of the accuracy.")
     if p:
         notes.append(f"Paper value {p.value}x: {p.source_text}.")
-    _footer(fig, notes)
+    _footer(fig, notes + [_wrap(n, 170) for n in spec.get("notes", [])])
     save(fig, png, pdf)
 
 

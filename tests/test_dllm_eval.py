@@ -211,3 +211,41 @@ def test_exact_likelihood_rows_and_refusal(setup, tmp_path):
         lm._loglikelihood_tokens([(("c", "x"), [10, 11], [12] * (EXACT_MAX_TOKENS + 1))])
     with pytest.raises(ValueError, match="does not apply to mode bd"):
         FastDLLMv2(model=models["dream"], mode="bd", loglikelihood_method="exact")
+
+
+# ------------------------------------------------------------------ loglikelihood_method=auto
+def test_auto_rule_exact_only_when_no_dearer_than_monte_carlo():
+    from fastdllm_core.evaluation.likelihood import EXACT_MAX_TOKENS, resolve_mdm_method
+
+    assert resolve_mdm_method("auto", [1, 1, 1, 1], 128) == "exact"     # MMLU letters: one forward, not 128
+    assert resolve_mdm_method("auto", [7, 1], 128) == "exact"           # 127 patterns <= 128 samples
+    assert resolve_mdm_method("auto", [8, 1], 128) == "mc"              # one long option: the whole batch mc
+    assert resolve_mdm_method("auto", [1, 2], 2) == "mc"                # 3 patterns > 2 samples
+    assert resolve_mdm_method("auto", [EXACT_MAX_TOKENS + 1], 10 ** 6) == "mc"
+    assert resolve_mdm_method("mc", [1], 128) == "mc" and resolve_mdm_method("exact", [9], 4) == "exact"
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+def test_auto_likelihood_scores_and_records_the_method_used(setup, tmp_path, family):
+    """``auto`` gives the exact scores on one-token options, the Monte Carlo ones (same seed) on long options, and
+    the rows and results.json record the method used, not ``auto``."""
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+
+    models, _, suite = setup
+    ctx = [10, 11, 12, 13, 20]
+    kw = dict(model=models[family], mode=family, max_new_tokens=8, batch_size=4, seed=2)
+    auto = FastDLLMv2(loglikelihood_method="auto", mc_num=8, **kw)
+    exact = FastDLLMv2(loglikelihood_method="exact", **kw)
+    short = [(("c", str(t)), ctx, [t]) for t in (14, 15)]
+    assert auto._loglikelihood_tokens(short) == exact._loglikelihood_tokens(short)
+    assert auto.ll_method_used == "exact" and auto.model_info["mc_num"] == 8
+    long = [(("c", "x"), ctx, [14, 15, 16, 17])]                       # 15 patterns > 8 samples
+    mc = FastDLLMv2(loglikelihood_method="mc", mc_num=8, **kw)
+    assert auto._loglikelihood_tokens(long) == mc._loglikelihood_tokens(long)
+    assert auto.ll_method_used == "exact+mc"
+    decode = DecodeConfig(max_new_tokens=8, block_size=8).with_mode_defaults(family)
+    rows = run_task(models[family], "synth_mc", mode=family, decode=decode, batch_size=4, limit=3, out_dir=tmp_path,
+                    data_path=suite["synth_mc_test"], loglikelihood_method="auto", mc_num=128)
+    acc = {r["metric"]: r for r in rows}["acc"]
+    cfg = json.loads((tmp_path / "results.json").read_text())["config"]
+    assert acc["loglikelihood_method"] == cfg["loglikelihood_method"] == "exact" and acc["mc_num"] == ""

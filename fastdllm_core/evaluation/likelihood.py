@@ -8,17 +8,34 @@
 * ``mc`` (masked diffusion): the family's own Monte Carlo estimate (LLaDA ``get_log_likelihood.py``, Dream
   ``_eval_target_nll_mc``), ``mc_num`` samples;
 * ``exact`` (masked diffusion): the expectation of that estimator, every mask pattern forwarded once and weighted by
-  :func:`exact_weights`.
+  :func:`exact_weights`;
+* ``auto`` (masked diffusion): ``exact`` for a request batch whose every continuation needs no more forwards
+  exactly than ``mc`` takes (``2**k - 1 <= mc_num``, k at most :data:`EXACT_MAX_TOKENS`: a one-token MMLU letter
+  is one forward instead of ``mc_num``), else ``mc`` (:func:`resolve_mdm_method`); the method used is recorded.
 """
 from __future__ import annotations
 
 import torch
 
+from ..config import MDM_MODES
 from ..decoding import ContextError
 
-LL_METHODS = ("first_token", "chain", "mc", "exact")
-MDM_LL_METHODS = ("mc", "exact")  # the masked-diffusion modes' likelihoods
+LL_METHODS = ("first_token", "chain", "mc", "exact", "auto")
+MDM_LL_METHODS = ("mc", "exact", "auto")  # the masked-diffusion modes' likelihoods
 EXACT_MAX_TOKENS = 10  # loglikelihood_method=exact: at most 2**10 - 1 mask patterns per request
+
+
+def resolve_mdm_method(method: str, cont_lengths: list[int], mc_num: int) -> str:
+    """The masked-diffusion likelihood one request batch is scored with: ``mc`` / ``exact`` as given; ``auto``:
+    ``exact`` when every continuation has ``k`` tokens with ``2**k - 1 <= mc_num`` and ``k <= EXACT_MAX_TOKENS``
+    (the expectation for no more forwards than the estimate), else ``mc``.  One method for the whole batch, so the
+    options of one question are never scored by different methods."""
+    if method != "auto":
+        return method
+    if not cont_lengths:
+        return "exact"
+    k = max(cont_lengths)
+    return "exact" if k <= EXACT_MAX_TOKENS and 2 ** k - 1 <= mc_num else "mc"
 
 
 def exact_weights(k: int, family: str, eps: float = 1e-3) -> list[float]:
@@ -52,6 +69,19 @@ class LikelihoodMixin:
     ``batch_size``, ``mc_num``, ``tokenizer``, ``_device`` and ``_mc_gen`` (the Monte Carlo generator);
     :meth:`_fit_loglikelihood` also ``mode``, ``context_length``, ``truncate_prompts`` and counts
     ``n_truncated_prompts``."""
+
+    def _batch_ll_method(self, cont_lengths: list[int]) -> str:
+        """The method this request batch is scored with (``auto`` resolved by :func:`resolve_mdm_method`), noted
+        in :attr:`ll_used`."""
+        method = resolve_mdm_method(self.ll_method, cont_lengths, self.mc_num) if self.mode in MDM_MODES \
+            else self.ll_method
+        self.ll_used.add(method)
+        return method
+
+    @property
+    def ll_method_used(self) -> str:
+        """The likelihood method the rows record: the one used (``exact+mc`` if batches differed), else as set."""
+        return "+".join(sorted(self.ll_used)) if self.ll_used else self.ll_method
 
     @torch.no_grad()
     def _bd_logprobs_at_mask(self, seqs: list[list[int]]) -> torch.Tensor:

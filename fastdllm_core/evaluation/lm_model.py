@@ -9,7 +9,7 @@ Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar`
 ``v1``), ``block_size``, ``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``,
 ``temperature``, ``top_p``, ``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``,
 ``ar_baseline`` (``hf`` | ``hf_static``), ``loglikelihood_method`` (``first_token`` | ``chain``; masked
-diffusion: ``mc``), ``max_length`` (the context length to respect; default the model's
+diffusion: ``mc`` | ``exact`` | ``auto``, see :mod:`.likelihood`), ``max_length`` (the context length to respect; default the model's
 ``max_position_embeddings``), ``truncate_prompts`` (``false`` | ``left``); the masked-diffusion samplers'
 ``steps``, ``remasking``, ``alg``, ``alg_temp``, ``eps``, ``cache``, ``logits_eos_inf``,
 ``confidence_eos_eot_inf`` (:class:`~fastdllm_core.config.DecodeConfig`) and ``mc_num`` (Monte Carlo samples of
@@ -176,6 +176,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
                              "are the masked-diffusion modes' Monte Carlo estimate and its exact expectation; "
                              "first_token / chain the others')")
         self.mc_num = int(mc_num)
+        self.ll_used: set = set()  # the likelihood methods the request batches were scored with (auto: resolved)
         if self.mc_num <= 0:
             raise ValueError(f"mc_num must be a positive integer, got {mc_num!r}")
         # max_new_tokens=task: each request's own length (lm-eval's default when the task sets none)
@@ -238,7 +239,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
     def model_info(self) -> dict:
         info = {"source": self.lm.source, "mode": self.mode, **asdict(self.decode),
                 "ar_baseline": self.ar_baseline, "loglikelihood_method": self.ll_method}
-        if self.ll_method == "mc":
+        if self.ll_method in ("mc", "auto"):
             info["mc_num"] = self.mc_num
         if self.task_lengths:
             info["max_new_tokens"] = TASK_LENGTH
@@ -368,7 +369,8 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
         names = getattr(self, "_request_names", None) or [f"request {i}" for i in range(len(requests))]
         # every request is fitted to the context before the first forward pass
         fitted = [self._fit_loglikelihood(i, ctx, cont, names[i]) for i, (_, ctx, cont) in enumerate(requests)]
-        if self.ll_method == "exact":  # refused before the first forward pass, naming the request
+        method = self._batch_ll_method([len(cont) for _, _, cont in requests])
+        if method == "exact":  # refused before the first forward pass, naming the request
             for i, (_, _, cont) in enumerate(requests):
                 if len(cont) > EXACT_MAX_TOKENS:
                     raise ValueError(f"{names[i]}: loglikelihood_method=exact enumerates the 2**k - 1 mask patterns of "
@@ -376,10 +378,10 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
                                      f"{EXACT_MAX_TOKENS}): use loglikelihood_method=mc")
         res = []
         for (args, _, cont), ctx in zip(tqdm(requests, disable=disable_tqdm,
-                                             desc=f"loglikelihood ({self.mode}, {self.ll_method})"), fitted):
+                                             desc=f"loglikelihood ({self.mode}, {method})"), fitted):
             if self.mode == "ar":
                 score, greedy = self._ar_loglik(ctx, cont)
-            elif self.ll_method == "exact":
+            elif method == "exact":
                 score, greedy = self._exact_loglik(ctx, cont)
             elif self.mode in MDM_MODES:
                 score, greedy = self._mc_loglik(ctx, cont)

@@ -236,7 +236,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
-           "loglikelihood_method": lm.ll_method, "mc_num": lm.mc_num if lm.ll_method == "mc" else None,
+           "loglikelihood_method": lm.ll_method_used, "mc_num": lm.mc_num if "mc" in lm.ll_method_used else None,
            "ar_generation": dict(AR_GENERATION) if mode == "ar" else None,
            "stop_when_final": mode == "dream"}
     meta = run_metadata(cfg, seed=seed, device=str(loaded.model.device))
@@ -306,8 +306,8 @@ def _likelihood_fields(lm, task) -> dict:
     sample count; empty for tasks that generate."""
     if lm.used_max_new_tokens or task in CODE_TASKS:
         return {"loglikelihood_method": "", "mc_num": ""}
-    return {"loglikelihood_method": lm.ll_method if lm.mode != "ar" else "causal",
-            "mc_num": lm.mc_num if lm.ll_method == "mc" else ""}
+    return {"loglikelihood_method": lm.ll_method_used if lm.mode != "ar" else "causal",
+            "mc_num": lm.mc_num if "mc" in lm.ll_method_used else ""}
 
 
 def _lengths_used(lm, task: str, task_lengths: bool):

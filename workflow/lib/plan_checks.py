@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pairs
 import plan
 import released
 
@@ -192,29 +193,23 @@ def _check_tables(config: dict) -> None:
 
 
 def _check_baselines(config: dict) -> None:
-    """Table 1's ``baseline``: another row of the table, an AR model, and for a model trained here the model its
-    training started from (directly or through its own init chain): a 7B model is never differenced against a 1.5B
-    one by accident."""
-    models, rows = config["models"], config["tables"]["table1"]["rows"]
-    in_table = [r["model"] for r in rows]
-    for i, row in enumerate(rows):
-        b = row.get("baseline")
-        if b is None:
+    """Table 1's ``baseline``: another row of the table (of any mode), with a ``relation`` the config does not
+    contradict (:mod:`pairs`): for a model trained here, ``adapted_from`` names a model of its init chain (a 7B
+    model is never differenced against a 1.5B one by accident), ``same_base_data_budget`` needs the same init,
+    dataset and budget, and the relations the config cannot show need a ``relation_note``."""
+    for i, row in enumerate(config["tables"]["table1"]["rows"]):
+        if row.get("baseline") is None:
+            for k in ("relation", "relation_note"):
+                if k in row:
+                    _fail(f"tables.table1.rows[{i}].{k}", "a relation describes the pair with a baseline: set "
+                                                         "baseline too")
             continue
-        field = f"tables.table1.rows[{i}].baseline"
-        if b not in in_table or b == row["model"]:
-            _fail(field, f"{b!r} must be another row of tables.table1 ({', '.join(in_table)})")
-        if models[b]["mode"] != "ar":
-            _fail(field, f"{b!r} has mode {models[b]['mode']}; a baseline is an AR model")
-        chain, cur = [], row["model"]
-        while cur in models and plan.is_trained(models[cur]):
-            cur = models[cur]["train"]["init"]
-            chain.append(cur)
-        if chain and b not in chain and models[b].get("source") not in chain:
-            _fail(field, f"{row['model']!r} is trained here from {' -> '.join(chain)}, not from {b!r}: difference it "
-                         "against the model it was adapted from")
+        try:
+            pairs.check_pair(config, i, row)
+        except pairs.PairError as exc:
+            _fail(exc.field, exc.message)
     for i, row in enumerate(config["tables"]["table2"]["rows"]):
-        if row.get("baseline"):
+        if row.get("baseline") or "relation" in row or "relation_note" in row:
             _fail(f"tables.table2.rows[{i}].baseline", "only Table 1 rows have a baseline (Table 2 compares "
                                                        "each recipe with the row above)")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+import pairs
 import plan
 from analysis import figures as F
 from analysis import tables as T
@@ -98,6 +99,7 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
         notes.append(f"Decoding: block {base['block_size']}, sub-block {base['sub_block_size']}, threshold "
                      f"{base['threshold']}, sub-block cache {'on' if base['use_sub_block_cache'] else 'off'}; "
                      "AR rows use greedy autoregressive decoding.")
+        notes += pair_notes(config) + departure_notes(config, [r["model"] for r in rows])
         notes += seed_notes(config, [r["model"] for r in rows]) + limit_note(config)
         return T.comparison_table(name=name, title=titled(config, "Table 1: main results"), scale=scale, paper_table="table1",
                                   groups=groups, columns=cols, acc=acc, first_header="Model", notes=notes,
@@ -174,9 +176,24 @@ def seed_notes(config: dict, models: list[str]) -> list[str]:
 
 
 def table1_contrasts(rows: list[dict]) -> list[tuple[int, int]]:
-    """Table 1's difference rows: each row against its own ``baseline`` (the AR model it was adapted from)."""
+    """Table 1's difference rows: each row against its own ``baseline`` (what the pair is: :func:`pair_notes`)."""
     index = {r["model"]: i for i, r in enumerate(rows)}
     return [(index[r["baseline"]], i) for i, r in enumerate(rows) if r.get("baseline")]
+
+
+def pair_notes(config: dict) -> list[str]:
+    """What each Table 1 difference row compares, where it is not a row against the model it was adapted from."""
+    rows = config["tables"]["table1"]["rows"]
+    odd = [f"{label(config, r['model'])} - {label(config, r['baseline'])}: {pairs.pair_label(config, r)}"
+           for r in rows if r.get("baseline") and r.get("relation", pairs.DEFAULT_RELATION) != "adapted_from"]
+    return ["Difference rows that are not against the model the row was adapted from: " + "; ".join(odd) + "."] \
+        if odd else []
+
+
+def departure_notes(config: dict, models: list[str]) -> list[str]:
+    """Each model's ``departures`` (where its evaluation here differs from its authors'), one note per model."""
+    return [f"{label(config, m)} departs from its authors' evaluation: {config['models'][m]['departures'].strip()}"
+            for m in models if config["models"][m].get("departures")]
 
 
 def _index_of(values: list, v) -> int | None:
@@ -215,6 +232,13 @@ def speed_point_specs(config: dict, models: list[str]) -> list[dict]:
     return out
 
 
+def fig1_notes(config: dict, models: list[str]) -> list[str]:
+    """Figure 1a's departures: the Fast-dLLM v1 points' (``speed_v1.departures``) when a masked-diffusion model is
+    drawn (the models' own departures are Table 1's tasks, not the figure's GSM8K)."""
+    v1 = (config.get("speed_v1") or {}).get("departures")
+    return [f"Fast-dLLM v1 points: {v1.strip()}"] if v1 and any(plan.is_mdm(config, m) for m in models) else []
+
+
 def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
     """Draw figure ``name``; a rehearsal's figures carry :data:`REHEARSAL_LABEL` above them and in their title
     metadata."""
@@ -235,7 +259,8 @@ def _draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_fram
                                                   "ar_reference": speed_ar, "bd_reference": speed_bd,
                                                   "task": task, "metric": metric,
                                                   "speed_decode": plan.speed_decode(config), "batch": 1,
-                                                  "sweep": FIGURE_SWEEPS[name]},
+                                                  "sweep": FIGURE_SWEEPS[name],
+                                                  "notes": fig1_notes(config, plan.fig1a_models(config))},
                                        scale, png, pdf)
     elif name == "fig1b_throughput_batch":
         F.fig1b_throughput_batch(thr, {"models": speed_point_specs(config, plan.fig1a_models(config)),
@@ -280,16 +305,13 @@ def summary_columns(config: dict) -> list[dict]:
 
 
 def summary_comparisons(config: dict) -> list[dict]:
-    """The pairs the page compares: each Table 1 row with its baseline, each Table 2 row with the one above, and
-    every two diffusion rows of Table 1 (the block-diffusion recipe against full-attention diffusion)."""
-    t1, t2 = config["tables"]["table1"]["rows"], config["tables"]["table2"]["rows"]
-    out = [{"a": r["baseline"], "b": r["model"], "why": "Table 1: the row against the AR model it was adapted from"}
-           for r in t1 if r.get("baseline")]
+    """The pairs the page compares: each Table 1 row with its baseline (labelled by its relation), each Table 2 row
+    with the one above, and two diffusion rows of Table 1 trained here from the same base with the same data and
+    budget (the block-diffusion recipe against full-attention diffusion; :func:`pairs.table1_pairs`)."""
+    t2 = config["tables"]["table2"]["rows"]
+    out = pairs.table1_pairs(config)
     out += [{"a": a["model"], "b": b["model"], "why": "Table 2: the recipe against the row above"}
             for a, b in zip(t2, t2[1:])]
-    diffusion = [r["model"] for r in t1 if config["models"][r["model"]]["mode"] != "ar"]
-    out += [{"a": a, "b": b, "why": "Table 1: two diffusion recipes, same base, data and budget"}
-            for i, a in enumerate(diffusion) for b in diffusion[i + 1:]]
     seen, uniq = set(), []
     for c in out:
         if (c["a"], c["b"]) not in seen:
