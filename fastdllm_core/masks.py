@@ -121,7 +121,7 @@ def attention_kwargs(model, spec: MaskSpec | None, q_len: int, kv_len: int) -> d
     over as ``attention_mask={"full_attention": mask}``, which the Qwen2 / Llama model classes use as-is
     instead of building their own causal mask.
     """
-    model = getattr(model, "module", model)  # DDP / DeepSpeed wrappers keep the HF model in .module
+    model = getattr(model, "module", model)  # DDP wrappers keep the HF model in .module
     impl = getattr(model.config, "_attn_implementation", None) or "sdpa"
     device = str(model.device)
     if impl == "flex_attention":

@@ -44,7 +44,8 @@ def test_slurm_profile_keeps_the_gpu_requests_and_names_no_placeholder():
     assert prof["executor"] == "slurm"
     assert set(prof["set-resources"]) == MODEL_RULES
     train = prof["set-resources"]["train_model"]
-    assert (train["gpu"], train["gpu_model"], train["cpus_per_task"]) == (8, "a100", 32)
+    # GPUs per node as gres (gpu: N would be a job-wide --gpus), one node unless the user asks for more
+    assert (train["gres"], train["gpu"], train["nodes"], train["cpus_per_task"]) == ("gpu:a100:8", 0, 1, 32)
     assert all(prof["set-resources"][r]["gpu"] == 1 for r in MODEL_RULES - {"train_model"})
     # a placeholder partition/account is refused by the controller (and the account by the plugin before sbatch):
     # unset, the cluster's default partition and the user's default account are used
@@ -92,9 +93,13 @@ def test_slurm_profile_sbatch_flags():
     scripts/dev/slurm_rehearsal.sh checks the same calls against a real slurmctld with sbatch --test-only."""
     prof = _profile("slurm")
     train = _sbatch({**prof["default-resources"], **prof["set-resources"]["train_model"]})
-    for flag in ("-t 1440", "--mem 480000", "--cpus-per-task=32", "--gpus=a100:8"):
+    for flag in ("-t 1440", "--mem 480000", "--cpus-per-task=32", "--gres=gpu:a100:8", "--nodes=1"):
         assert flag in train
-    assert "--ntasks" not in train  # one task: the job trains in one process (README "SLURM")
+    assert "--gpus" not in train  # per node, not job-wide
+    # one batch task: train_gpus starts one process per GPU (one torchrun per node through srun)
+    assert "--ntasks" not in train
+    eight = _sbatch({**prof["default-resources"], **prof["set-resources"]["train_model"], "nodes": 8})
+    assert "--nodes=8" in eight and "--gres=gpu:a100:8" in eight  # the paper's 8 x 8 A100
     bench = _sbatch({**prof["default-resources"], **prof["set-resources"]["bench"]}, threads=128)
     assert "--cpus-per-task=8" in bench and "--gpus=a100:1" in bench
     cpu = _sbatch(prof["default-resources"])

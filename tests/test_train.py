@@ -166,7 +166,7 @@ def test_train_processes_runs_one_thread_per_process(tmp_path, data_file, monkey
     c = cfg(data_file, max_steps=2)
     c["optim"].update(batch_size=4, micro_batch_size=2)
     T.train_processes(c, tmp_path / "run", 2)
-    assert "--nproc_per_node" in seen["cmd"] and seen["cmd"][seen["cmd"].index("--nproc_per_node") + 1] == "2"
+    assert "--standalone" in seen["cmd"] and seen["cmd"][seen["cmd"].index("--nproc-per-node") + 1] == "2"
     assert all(seen["env"][v] == "1" for v in T.THREAD_VARIABLES)
     assert not list((tmp_path / "run").glob("*.yaml"))  # the temporary config is removed
     with pytest.raises(ValueError, match="cannot be split over 3 processes"):

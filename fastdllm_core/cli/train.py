@@ -1,4 +1,4 @@
-"""``fastdllm train --config CFG.yaml [--output-dir DIR] [--max-steps N] [--set key=value]``: one training run
+"""``fastdllm train --config CFG.yaml [--output-dir DIR] [--max-steps N] [--stop-after N] [--set key=value]``: one training run
 (:func:`fastdllm_core.training.loop.train` on a :class:`~fastdllm_core.training.config.TrainConfig`)."""
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set optim.lr=1e-4 (repeatable)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--stop-after", type=int, help="end after N optimiser steps with a checkpoint and no final "
+                                                  "model (a controlled kill: the next run resumes)")
     args = p.parse_args(argv)
     cfg = yaml.safe_load(Path(args.config).read_text()) or {}
     for kv in args.set:
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if not out:
         p.error("give --output-dir or train.output_dir in the config")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    final = loop.train(config, out, max_steps=args.max_steps, progress=not args.no_progress, rows=rows)
+    final = loop.train(config, out, max_steps=args.max_steps, progress=not args.no_progress, rows=rows,
+                       stop_after=args.stop_after)
     print(final)
     return 0
 

@@ -21,16 +21,18 @@ def checkpoints(output_dir: Path) -> list[Path]:
     return sorted(cks, key=lambda p: int(p.name.split("-")[1]))
 
 
-def save_checkpoint(accelerator, output_dir: Path, step: int, tokens_seen: int, keep: int) -> None:
+def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep: int) -> None:
+    """``checkpoints/step-N``: the engine's state (accelerate's, or FSDP's shards) and ``state.json``."""
+    accelerator = engine.acc
     final = output_dir / "checkpoints" / f"step-{step}"
     tmp = output_dir / "checkpoints" / f".tmp-step-{step}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
+    engine.save_state(tmp)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        write_json_atomic(tmp / "state.json", {"step": step, "tokens_seen": tokens_seen})
+        write_json_atomic(tmp / "state.json", {"step": step, "tokens_seen": tokens_seen, "engine": engine.name})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

@@ -57,6 +57,7 @@ PAPER_HPARAMS = {
 SCHEDULES = ("constant", "linear", "cosine")
 MASK_INITS = ("keep", "zero")
 TOKENIZERS = ("char", "bpe")
+ENGINES = ("auto", "ddp", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class RunConfig:
     log_every: int = 10
     device: str = "auto"
     attn_implementation: str | None = None
+    engine: str = "auto"  # auto | ddp | fsdp: how several processes hold the model (.engine)
 
 
 SECTIONS = {"model": ModelConfig, "data": DataConfig, "objective": ObjectiveConfig, "optim": OptimConfig,
@@ -182,6 +184,8 @@ class TrainConfig:
         _validate_optim(self.optim)
         if not 0 <= self.objective.eps < 1:
             raise ValueError(f"objective.eps must be in [0, 1), got {self.objective.eps!r}")
+        if self.train.engine not in ENGINES:
+            raise ValueError(f"train.engine must be one of {ENGINES}, got {self.train.engine!r}")
         if not _posint(self.train.save_every):
             raise ValueError(f"train.save_every must be a positive integer, got {self.train.save_every!r}")
         if not self.data.train_files:

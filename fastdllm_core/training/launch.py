@@ -1,11 +1,14 @@
-"""CPU training on several data-parallel processes: :func:`train_processes` starts ``torchrun`` (gloo) with one
-thread per process, each running ``fastdllm train`` (:func:`.loop.train`) on the same resolved config."""
+"""Starting the training processes: :func:`launch_command` builds the launcher command (one node: ``torchrun
+--standalone``; a multi-node SLURM allocation: ``srun`` one ``torchrun`` per node, c10d rendezvous on the first
+node), :func:`train_launched` runs it on the same resolved config, :func:`train_processes` is the CPU policy
+(``threads`` processes of one thread each, gloo)."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
@@ -15,6 +18,102 @@ from .loop import check_split, train
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
+RDZV_PORT = 29400
+
+
+def slurm_hostnames(nodelist: str) -> list[str]:
+    """The hosts of a SLURM node list (``node[01-04]``), through ``scontrol show hostnames``."""
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], check=True, capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def _posint(name: str, v) -> int:
+    """``v`` (an int or its decimal string, as in an environment) as a positive integer, or a named error."""
+    ok = (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and v.strip().isdigit())
+    if not ok or int(v) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def launch_command(env: Mapping[str, str], train_args: list[str], *, processes_per_node, optim=None,
+                   nodes=None, port: int = RDZV_PORT, hostnames: Callable[[str], list[str]] = slurm_hostnames,
+                   python: str = sys.executable) -> list[str]:
+    """The command that starts ``processes_per_node`` training processes on each node (``train_args``: the
+    arguments of ``python -m``, e.g. ``fastdllm_core.cli train --config C --output-dir D``).
+
+    ``env`` is the environment of the job: with ``SLURM_JOB_NUM_NODES`` (else ``SLURM_NNODES``) > 1 (a
+    multi-node allocation) the command is ``srun --nodes=N --ntasks-per-node=1 --overlap torchrun --nnodes N ... --rdzv-backend c10d --rdzv-endpoint HEAD:port
+    --rdzv-id SLURM_JOB_ID``, the same torchrun command on every node (HEAD: the first host of
+    ``SLURM_JOB_NODELIST``); otherwise ``torchrun --standalone``.  ``nodes``: the nodes to use (default: all of
+    the allocation's).  Named errors: processes per node missing or not a positive integer, more nodes than the
+    allocation has, a process count that does not split ``optim``'s micro-batches."""
+    if processes_per_node in (None, "", 0, "0"):
+        raise ValueError("GPUs per node: none given or found (CUDA_VISIBLE_DEVICES / torch.cuda.device_count); "
+                         "the launch needs at least one process per node")
+    per_node = _posint("processes per node (GPUs per node)", processes_per_node)
+    key = next((k for k in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES") if env.get(k)), None)  # the job's, else
+    have = _posint(key, env[key]) if key else 1  # the step's (snakemake's jobstep runs the job in a 1-node step)
+    n_nodes = have if nodes is None else _posint("nodes", nodes)
+    if n_nodes > have:
+        raise ValueError(f"nodes={n_nodes} but the allocation has {have} node(s) ({key}={env.get(key)})")
+    if optim is not None:
+        check_split(optim, n_nodes * per_node)
+    torchrun = [python, "-m", "torch.distributed.run"]
+    if n_nodes == 1:
+        return [*torchrun, "--standalone", "--nproc-per-node", str(per_node), "-m", *train_args]
+    for key in ("SLURM_JOB_NODELIST", "SLURM_JOB_ID"):
+        if not env.get(key):
+            raise ValueError(f"a {n_nodes}-node launch needs {key} in the environment (run it inside the allocation)")
+    hosts = hostnames(env["SLURM_JOB_NODELIST"])
+    if len(hosts) < n_nodes:
+        raise ValueError(f"SLURM_JOB_NODELIST={env['SLURM_JOB_NODELIST']!r} names {len(hosts)} host(s), "
+                         f"{n_nodes} needed")
+    # --overlap: the job's own step (snakemake's jobstep srun) holds the first node's CPUs and GPUs
+    cpus = [f"--cpus-per-task={env['SLURM_CPUS_PER_TASK']}"] if env.get("SLURM_CPUS_PER_TASK") else []
+    return ["srun", f"--nodes={n_nodes}", "--ntasks-per-node=1", "--overlap", *cpus, *torchrun, "--nnodes", str(n_nodes),
+            "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{port}",
+            "--rdzv-id", env["SLURM_JOB_ID"], "-m", *train_args]
+
+
+def gpus_on_node(env: Mapping[str, str]) -> int:
+    """The GPUs this job may use on its node: ``CUDA_VISIBLE_DEVICES`` when set, else ``torch.cuda.device_count``."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def train_args(config_path: str | Path, output_dir: str | Path) -> list[str]:
+    return ["fastdllm_core.cli", "train", "--config", str(config_path), "--output-dir", str(output_dir)]
+
+
+def train_launched(cfg: TrainConfig, output_dir: str | Path, command: Callable[[list[str]], list[str]],
+                   env: Mapping[str, str] | None = None) -> Path:
+    """Write the resolved config into ``output_dir`` (where every node reads it) and run ``command(train_args)``
+    with ``env``; returns the final checkpoint's path."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=output_dir, delete=False) as fh:
+        yaml.safe_dump(cfg.to_dict(), fh, sort_keys=False)
+    out = {k: f for k, f in (("stdout", sys.stdout), ("stderr", sys.stderr)) if _has_fileno(f)}  # e.g. a log
+    try:
+        subprocess.run(command(train_args(fh.name, output_dir)), env=dict(env or os.environ), check=True, **out)
+    finally:
+        os.unlink(fh.name)
+    return output_dir / "final"
+
+
+def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] | None = None) -> Path:
+    """Train on every GPU of the job's allocation: one process per GPU of the node, on every node of a SLURM
+    allocation (:func:`launch_command`); in this process when that is one GPU."""
+    env = dict(os.environ if env is None else env)
+    per_node = gpus_on_node(env)
+    cmd = launch_command(env, [], processes_per_node=per_node, optim=cfg.optim)  # named errors first
+    if per_node == 1 and cmd[0] != "srun":
+        return train(cfg, output_dir)
+    return train_launched(cfg, output_dir, lambda a: launch_command(env, a, processes_per_node=per_node), env)
 
 
 def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: int) -> Path:
@@ -31,21 +130,10 @@ def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: 
     if processes == 1:
         return train(cfg, output_dir)
     check_split(cfg.optim, processes)
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=output_dir, delete=False) as fh:
-        yaml.safe_dump(cfg.to_dict(), fh, sort_keys=False)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
-           "-m", "fastdllm_core.cli", "train", "--config", fh.name, "--output-dir", str(output_dir)]
-    # one thread per process: every threading library's variable (a workflow manager may have set MKL's to the
-    # job's cores, and torch takes the largest)
+    # one node; one thread per process: every threading library's variable (a workflow manager may have set
+    # MKL's to the job's cores, and torch takes the largest)
     env = dict(os.environ, **{v: "1" for v in THREAD_VARIABLES})
-    out = {k: f for k, f in (("stdout", sys.stdout), ("stderr", sys.stderr)) if _has_fileno(f)}  # e.g. a log
-    try:
-        subprocess.run(cmd, env=env, check=True, **out)
-    finally:
-        os.unlink(fh.name)
-    return output_dir / "final"
+    return train_launched(cfg, output_dir, lambda a: launch_command({}, a, processes_per_node=processes), env)
 
 
 def _has_fileno(f) -> bool:

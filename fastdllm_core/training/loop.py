@@ -22,8 +22,8 @@ backward) -> clip, step -> :meth:`_Run.done_step` (metrics row, checkpoint).
 Determinism and resume: the sequences of optimiser step k and their noise masks are pure functions of
 (seed, k, global sample index), so a run killed and resumed from a checkpoint ends with the same weights as an
 uninterrupted one, and a run on W processes sees exactly the batches and masks of a single-process run with the
-same global batch.  Multi-process through ``accelerate launch`` or ``torchrun`` (DDP; :mod:`.launch` starts CPU
-processes).
+same global batch.  Multi-process through ``torchrun`` (DDP or FSDP2, :mod:`.engine`; :mod:`.launch` builds the
+launch command, one process per GPU across nodes, or CPU processes).
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from . import objective as obj
 from .checkpoints import checkpoints, read_metrics, save_checkpoint, save_final
 from .config import OptimConfig, RunConfig, TrainConfig
 from .data import build_dataset, read_train_files
+from .engine import make_engine, resolve
 from .model_init import build_model
 
 log = logging.getLogger(__name__)
@@ -97,23 +98,22 @@ def step_views(ds, cfg: TrainConfig, step: int, n_micro: int):
     return views, max(norm, 1), len(idx)
 
 
-def accumulate(accelerator, model, views, my_micros, cfg: TrainConfig, mask_id: int, norm: int) -> torch.Tensor:
+def accumulate(engine, model, views, my_micros, cfg: TrainConfig, mask_id: int, norm: int) -> torch.Tensor:
     """Forward and backward over this process' micro-batches; returns their summed (unnormalised) loss."""
-    world, objective = accelerator.num_processes, cfg.spec.objective
+    accelerator, objective = engine.acc, cfg.spec.objective
+    world = accelerator.num_processes
     loss_sum = torch.zeros((), device=accelerator.device)
     for k, j in enumerate(my_micros):
         ids, lab, m = (v.to(accelerator.device) if v is not None else None for v in views[j])
-        last = k == len(my_micros) - 1
-        ctx = accelerator.no_sync(model) if (world > 1 and not last) else contextlib.nullcontext()
-        with ctx, accelerator.autocast():
+        with engine.sync(model, last=k == len(my_micros) - 1), engine.autocast():
             if objective == "bd":
                 ls, _ = obj.bd_loss_sum(model, ids, m, mask_id, cfg.objective.block_size)
             elif objective == "dream":
                 ls, _ = obj.dream_loss_sum(model, ids, m, mask_id)
             else:
                 ls, _ = obj.ntp_loss_sum(model, ids, lab)
-            # DDP averages gradients over processes: scale by world so the result is sum / global count
-            accelerator.backward(ls * (world / norm))
+            # DDP and FSDP average gradients over processes: scale by world so the result is sum / global count
+            engine.backward(ls * (world / norm))
         loss_sum += ls.detach()
     return loss_sum
 
@@ -140,24 +140,26 @@ def make_accelerator(run: RunConfig, o: OptimConfig):
     return accelerator
 
 
-def prepare(accelerator, model, o: OptimConfig):
-    """AdamW and the lr schedule, prepared for (distributed) training.  The scheduler is stepped once per
-    optimiser step by the loop (accelerate's wrapper would step it once per process, assuming a sharded
-    dataloader); it is registered so that checkpoints hold its state."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
-    model, optimizer = accelerator.prepare(model, optimizer)
-    accelerator.register_for_checkpointing(scheduler)
-    return model, optimizer, scheduler
+def prepare(engine, model, o: OptimConfig):
+    """AdamW and the lr schedule, with the model prepared by the run's engine (:mod:`.engine`)."""
+    def make_optimizer(m):
+        optimizer = torch.optim.AdamW(m.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
+
+    return engine.prepare(model, make_optimizer)
 
 
-def resume(accelerator, output_dir: Path) -> tuple[int, int]:
+def resume(engine, output_dir: Path) -> tuple[int, int]:
     """(step, tokens seen) of the newest checkpoint in ``output_dir``, whose state is loaded; (0, 0) if none."""
     cks = checkpoints(output_dir)
     if not cks:
         return 0, 0
-    accelerator.load_state(str(cks[-1]))
     state = json.loads((cks[-1] / "state.json").read_text())
+    written = state.get("engine", "ddp")
+    if written != engine.name:
+        raise ValueError(f"{cks[-1]} was written by train.engine={written!r}, this run uses {engine.name!r} "
+                         f"(train.engine / the process count changed): resume with the same engine")
+    engine.load_state(cks[-1])
     log.info("resumed from %s", cks[-1])
     return state["step"], state["tokens_seen"]
 
@@ -192,13 +194,13 @@ def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | N
     output_dir, o = Path(output_dir), cfg.optim
     accelerator = make_accelerator(cfg.train, o)
     model, tok, mask_id, ds = model_and_data(cfg, str(accelerator.device), rows)
-    model, optimizer, scheduler = prepare(accelerator, model, o)
-    raw_model = accelerator.unwrap_model(model)
-    run = _Run(cfg, accelerator, output_dir, *resume(accelerator, output_dir), stop_after, progress)
+    engine = make_engine(resolve(cfg.train.engine, model, accelerator), accelerator)
+    model, optimizer, scheduler = prepare(engine, model, o)
+    run = _Run(cfg, engine, output_dir, *resume(engine, output_dir), stop_after, progress)
     for step in run.bar:
         views, norm, n_seq = step_views(ds, cfg, step, run.n_micro)
-        loss_sum = accumulate(accelerator, model, views, run.my_micros, cfg, mask_id, norm)
-        grad_norm = accelerator.clip_grad_norm_(model.parameters(), o.grad_clip) if o.grad_clip else None
+        loss_sum = accumulate(engine, model, views, run.my_micros, cfg, mask_id, norm)
+        grad_norm = engine.clip(model, o.grad_clip) if o.grad_clip else None
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -207,8 +209,9 @@ def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | N
     run.bar.close()
     if run.end == o.max_steps:
         accelerator.wait_for_everyone()
+        full = engine.full_state_dict(model)  # FSDP: gathered on rank 0 (every rank takes part)
         if accelerator.is_main_process:
-            save_final(raw_model, tok, cfg, output_dir, run.meta)
+            save_final(engine.raw(model) if full is None else full, tok, cfg, output_dir, run.meta)
         accelerator.wait_for_everyone()
     return output_dir / "final"
 
@@ -216,10 +219,11 @@ def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | N
 class _Run:
     """The bookkeeping of a run: its range of steps (with a progress bar), its metrics rows and checkpoints."""
 
-    def __init__(self, cfg: TrainConfig, accelerator, output_dir: Path, start_step: int, tokens_seen: int,
+    def __init__(self, cfg: TrainConfig, engine, output_dir: Path, start_step: int, tokens_seen: int,
                  stop_after: int | None, progress: bool):
         from tqdm.auto import tqdm
 
+        self.engine, accelerator = engine, engine.acc
         world, o = accelerator.num_processes, cfg.optim
         self.cfg, self.acc, self.output_dir, self.tokens_seen = cfg, accelerator, output_dir, tokens_seen
         self.metrics_path = output_dir / "metrics.csv"
@@ -247,12 +251,13 @@ class _Run:
                                  "grad_norm": "" if grad_norm is None else round(float(grad_norm), 6),
                                  "supervised_tokens": norm, "tokens_seen": self.tokens_seen,
                                  "tokens_per_s": round(tps, 2),
-                                 **self.clock.context(self.cfg.recipe, self.acc.num_processes), **self.meta})
+                                 **self.clock.context(self.cfg.recipe, self.acc.num_processes),
+                                 "engine": self.engine.name, **self.meta})
             if self.acc.is_main_process:
                 write_csv_atomic(self.metrics_path, self.metrics)
             self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tps:.0f}")
         if done % t.save_every == 0 or done == self.end:
-            save_checkpoint(self.acc, self.output_dir, done, self.tokens_seen, t.keep_checkpoints)
+            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, t.keep_checkpoints)
 
 
 class _Clock:

@@ -119,10 +119,13 @@ def n_params(model_cfg: dict) -> int:
 
 def choose_engine(n_params: int, device_bytes: int, world_size: int) -> str:
     """``"ddp"`` when the unsharded fp32 weights + gradients + 2 AdamW states (16 B/param) plus 20% headroom fit
-    ``device_bytes``, else ``"fsdp"`` (``world_size`` processes share the sharded states)."""
+    ``device_bytes``, else ``"fsdp"`` (``world_size`` processes share the sharded states).  With one process there
+    is nothing to shard over: ``"ddp"`` (a single process)."""
     for name, v in (("n_params", n_params), ("device_bytes", device_bytes), ("world_size", world_size)):
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise ValueError(f"choose_engine: {name} must be a positive integer, got {v!r}")
+    if world_size == 1:
+        return "ddp"
     return "ddp" if FP32_STATE_BYTES * n_params * HEADROOM <= device_bytes else "fsdp"
 
 

@@ -1,4 +1,4 @@
-"""Train one model (fastdllm_core.training: loop.train, or launch.train_processes on CPU processes); resumes from run/checkpoints when a previous run was killed."""
+"""Train one model (fastdllm_core.training: loop.train, launch.train_processes on CPU processes, launch.train_gpus on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -21,7 +21,7 @@ with logged(snakemake):  # noqa: F821
                                         f"{sm.wildcards.model}.train:)")
     if warning:  # first line of the job's output: never the paper-scale budget silently
         print(warning, flush=True)
-    jobs.require_device(sm.config)
+    device = jobs.require_device(sm.config)
     missing = [f for f in cfg["data"]["train_files"] if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "
@@ -36,7 +36,7 @@ with logged(snakemake):  # noqa: F821
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
-    from fastdllm_core.training.launch import train_processes
+    from fastdllm_core.training.launch import train_gpus, train_processes
     from fastdllm_core.training.loop import train
 
     if config.train.device == "cpu" and sm.threads > 1:
@@ -44,6 +44,10 @@ with logged(snakemake):  # noqa: F821
         # which collapse on a busy machine); see fastdllm_core.training.launch.train_processes
         print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
         final = train_processes(config, run_dir, sm.threads)
+    elif config.train.device != "cpu" and device == "cuda":
+        # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
+        # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
+        final = train_gpus(config, run_dir)
     else:
         final = train(config, run_dir, progress=True, rows=rows)
     print(f"final checkpoint: {final}")
