@@ -77,7 +77,8 @@ def test_dry_run_paper_config(tmp_path):
     assert "fastdllm_v2_1.5b (bd) batch 1,32 at" in jobs["throughput sweep subblock"]
     assert "1.5b" not in jobs["throughput sweep threshold"].split(":", 1)[1]
     t2 = jobs["Table 2 (training recipe ablation)"]
-    assert "bd_pad_cm_1.5b (trained here)" in t2 and "share init, code and optimiser budget" in t2
+    # offline (smk sets HF_HUB_OFFLINE) without data/sft/adaptation_train.jsonl: the trained rows are n/a rows
+    assert "bd_pad_cm_1.5b (n/a rows: no training data)" in t2 and "share init, code and optimiser budget" in t2
     # the case studies: the paper's four dialogues (Tables 5, 6), later turns following the model's own answers
     from analysis import paper_cases
 
