@@ -19,7 +19,9 @@ FORMATS = ("qwen2", "fast_dllm", "llada", "dream")
 # fastdllm_core.evaluation.datacheck checks): GSM8K JSONL, EvalPlus HumanEval+/MBPP+ JSONL, IFEval JSONL (the
 # google/IFEval columns), MATH (one <subtask>.jsonl per lm-eval minerva_math subtask, hendrycks_math columns),
 # MMLU (one <subtask>.jsonl per mmlu subtask, cais/mmlu columns), GPQA (Idavidrein/gpqa columns).  ``adapt``: SFT
-# rows (prompt / response) standing in for the adaptation data (data.train_files).
+# rows (prompt / response) standing in for the adaptation data (data.train_files).  ``nemotron``: a copy of the
+# LLaMA-Nemotron post-training dataset in its own layout and schema (``SFT/<split>/*.jsonl``, reasoning on and off,
+# multi-turn rows), from which the DAG's adaptation_data rule builds the adaptation set (data.adaptation.local_dir).
 DATA_FILES = {
     "gsm8k": "gsm8k/test.jsonl",
     "humaneval": "humaneval/HumanEvalPlus.jsonl",
@@ -29,6 +31,7 @@ DATA_FILES = {
     "mmlu": "mmlu",
     "gpqa": "gpqa/gpqa_main.jsonl",
     "adapt": "sft/adaptation_train.jsonl",
+    "nemotron": "nemotron",
 }
 
 
@@ -140,6 +143,32 @@ def _adapt(n: int, rng: random.Random) -> list[dict]:
     return rows
 
 
+def _nemotron_rows(n: int, rng: random.Random, split: str) -> list[dict]:
+    rows = []
+    for i in range(n):
+        a, b = rng.randint(1, 9), rng.randint(1, 9)
+        think = i % 2 == 0
+        msgs = [{"role": "user", "content": f"What is {a} + {b}?"}]
+        if i % 3 == 0:  # multi-turn: an earlier exchange before the last user turn
+            msgs = [{"role": "user", "content": f"Name the number {a}."}, {"role": "assistant", "content": str(a)},
+                    {"role": "user", "content": f"Add {b} to it."}]
+        answer = f"{a} + {b} = {a + b}."
+        rows.append({"input": msgs, "output": (f"<think>{a} plus {b}.</think>" if think else "") + answer,
+                     "reasoning": "on" if think else "off",
+                     "system_prompt": f"detailed thinking {'on' if think else 'off'}", "category": split,
+                     "license": "cc-by-4.0", "generator": "rehearsal stand-in", "used_in_training": ["Nano"],
+                     "version": "v1"})
+    return rows
+
+
+def _nemotron(out_dir: Path, n: int, rng: random.Random) -> None:
+    """The LLaMA-Nemotron layout: ``SFT/<split>/<split>.jsonl`` per SFT split, rows in the dataset's schema."""
+    from .training.adaptation_data import SUBSETS
+
+    for split in SUBSETS:
+        _write_jsonl(out_dir / "SFT" / split / f"{split}_v1.jsonl", _nemotron_rows(n, rng, split))
+
+
 def lm_eval_leaves(task: str) -> list[str]:
     """The leaf tasks of lm-eval group ``task`` (``minerva_math``, ``mmlu``): one local file each."""
     from .evaluation.tasks import LM_EVAL_NAME, _task_manager, leaf_tasks
@@ -171,6 +200,8 @@ def write_standin_data(out_dir, n_items: int = 8, seed: int = 0, tasks=None, n_t
             _write_jsonl(p, _gpqa(n_items, rng))
         elif task == "adapt":
             _write_jsonl(p, _adapt(n_train, rng))
+        elif task == "nemotron":
+            _nemotron(p, n_train, rng)
         else:
             raise ValueError(f"no stand-in data for {task!r}; choose from {', '.join(DATA_FILES)}")
         out[task] = p

@@ -6,6 +6,7 @@ bench job asks for a declared, bounded thread count."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import re
@@ -121,6 +122,7 @@ def test_rehearsal_dry_run_builds_the_standins_offline(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     assert re.search(r"standin_models\s+1\b", out) and re.search(r"standin_data\s+1\b", out)
+    assert re.search(r"adaptation_data\s+1\b", out)  # the adaptation set, from the Nemotron-layout stand-in
     assert "gpu_batch" not in re.sub(r"fig_gpu_batch_throughput", "", out)  # no GPU sweep on the CPU
 
 
@@ -250,6 +252,13 @@ def test_rehearsal_runs_the_paper_dag_offline_on_two_cores(tmp_path):
     assert set(na["task"]) == {"mmlu", "gpqa"}
     assert all(f"data.eval_paths.{t}" in n for t, n in zip(na["task"], na["note"]))
     _check_na_cells(tmp_path / "tables", ["mmlu", "gpqa"])
+    # the adaptation set built by the DAG from the LLaMA-Nemotron-layout stand-in, and trained on
+    built = tmp_path / "data" / "sft" / "adaptation_train.jsonl"
+    manifest = json.loads(Path(f"{built}.manifest.json").read_text())
+    assert manifest["rows"] > 0 and manifest["sha256"] == hashlib.sha256(built.read_bytes()).hexdigest()
+    assert set(manifest["subsets"]) == {"code", "math", "science", "chat", "safety"}
+    train_cfg = tmp_path / "rehearsal" / "models" / "nemo_ft_1.5b" / "run" / "train_config.yaml"
+    assert str(built) in train_cfg.read_text()
     # Table 1's difference rows: each model against its own-size baseline (paper.yaml's `baseline:`), no other
     md = (tmp_path / "tables" / "table1_main.md").read_text()
     cfg = rehearsal_config()

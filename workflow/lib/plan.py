@@ -62,9 +62,10 @@ def run_dir(config: dict) -> str:
 
 
 def shared_path(config: dict, p: str) -> str:
-    """``p`` with ``{shared}`` (shared_dir) and ``{standins}`` (the stand-ins' directory, :func:`standin_dir`)
-    filled in."""
-    return p.replace("{shared}", config.get("shared_dir", "../shared")).replace("{standins}", standin_dir(config))
+    """``p`` with ``{shared}`` (shared_dir), ``{standins}`` (the stand-ins' directory, :func:`standin_dir`) and
+    ``{results}`` (results_dir) filled in."""
+    return (p.replace("{shared}", config.get("shared_dir", "../shared")).replace("{standins}", standin_dir(config))
+            .replace("{results}", config["results_dir"]))
 
 
 def eval_path(config: dict, task: str) -> str | None:
@@ -119,11 +120,14 @@ def model_source(config: dict, name: str) -> str:
 def model_inputs(config: dict, name: str) -> list[str]:
     """Snakemake inputs of a job using model ``name`` (the checkpoint when it is trained here)."""
     m = config["models"][name]
+    if m.get("train_unavailable"):  # no training data: its jobs write n/a rows (workflow/lib/plan_data.py)
+        return []
     return [model_final(config, name)] if is_trained(m) else standin_inputs(config, model_source(config, name))
 
 
 def trained_models(config: dict) -> list[str]:
-    return [n for n, m in config["models"].items() if is_trained(m)]
+    """Models trained by the DAG: trained here and with training data (not ``train_unavailable``)."""
+    return [n for n, m in config["models"].items() if is_trained(m) and not m.get("train_unavailable")]
 
 
 def init_inputs(config: dict, name: str) -> list[str]:
@@ -359,9 +363,11 @@ def gpu_batch_decode(config: dict) -> dict:
 
 def fig1a_models(config: dict) -> list[str]:
     """Models drawn in Figure 1a: the speed pair (speed_bd vs speed_ar, whose ratio is the speed-up) and the
-    other Table 1 rows as context points."""
+    context points: ``figures.batch.context`` (default: the other Table 1 rows), less the models without training
+    data (``train_unavailable``: nothing to time)."""
     out = [role(config, "speed_bd"), role(config, "speed_ar")]
-    return out + [r["model"] for r in config["tables"]["table1"]["rows"] if r["model"] not in out]
+    context = config["figures"]["batch"].get("context") or [r["model"] for r in config["tables"]["table1"]["rows"]]
+    return out + [m for m in context if m not in out and not config["models"][m].get("train_unavailable")]
 
 
 def accuracy_points(config: dict) -> list[tuple[str, str, str]]:

@@ -218,6 +218,9 @@ def _check_figures_and_tasks(config: dict) -> None:
     cols = config["columns"]
     _check_divides("figures.subblock.sub_blocks", config["figures"]["subblock"]["sub_blocks"],
                    config["decode"]["block_size"])
+    for i, m in enumerate(config["figures"]["batch"].get("context") or []):
+        if m not in config["models"]:
+            _fail(f"figures.batch.context[{i}]", f"{m!r} is not a model (models.<name>)")
     for f in ("threshold", "subblock"):
         c = config["figures"][f]["column"]
         if c not in cols or "task" not in cols[c]:

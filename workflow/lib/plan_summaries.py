@@ -47,12 +47,18 @@ def table_rows_summary(config: dict, table: str) -> str:
     models = config["models"]
     rows = [r["model"] for r in config["tables"][table]["rows"]]
     released = plan.RELEASED_TEXT if table == "table2" else "released weights"
-    out = ", ".join(f"{m} ({'trained here' if plan.is_trained(models[m]) else released})" for m in rows)
+    out = ", ".join(f"{m} ({_how(models[m], released)})" for m in rows)
     trained = [m for m in rows if plan.is_trained(models[m])]
     if table == "table2" and len(trained) > 1:
         out += ("; the trained rows share init, code and optimiser budget" if plan.share_training(config, trained) else
                 "; the trained rows differ in init or optimiser budget")
     return out
+
+
+def _how(m: dict, released: str) -> str:
+    if m.get("train_unavailable"):  # workflow/lib/plan_data.py
+        return "n/a rows: no training data"
+    return "trained here" if plan.is_trained(m) else released
 
 
 def role_summary(config: dict, *names: str) -> str:

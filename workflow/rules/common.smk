@@ -7,6 +7,7 @@ from snakemake.utils import validate
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
 import plan  # noqa: E402  (the DAG plan as data: models, points, sweeps)
 import plan_checks  # noqa: E402
+import plan_data  # noqa: E402  (the adaptation data; trained rows without training data)
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
 import released  # noqa: E402  (released checkpoints the DAG can also build)
 import report_rules  # noqa: E402  (the tables and figures)
@@ -22,6 +23,11 @@ config.clear()
 config.update(_resolved)
 # every adaptation once per seed of adaptation_seeds (<model>.seed<S>; the first seed keeps the model's key)
 config["models"] = plan.expand_seeds(config)["models"]
+# a trained model without training data (none on disk, none the adaptation_data rule can build here) is planned as
+# n/a rows naming the keys to set (models.<m>.train_unavailable), with no training job
+config["models"] = plan_data.mark_unavailable(config)["models"]
+ADAPTATION_OUT = plan_data.adaptation_output(config)
+ADAPTATION_UNAVAILABLE = plan_data.adaptation_unavailable(config)
 
 # the library's own fallbacks (the original HumanEval, ...) look in shared_dir too: the config decides, not the
 # environment, so that every job -- local or submitted -- reads the same shared copy
@@ -58,16 +64,14 @@ def train_files(model):
 def train_inputs(model):
     """Training files as Snakemake inputs: the synthetic ones, and external ones that exist (a missing external
     file is reported by the training job itself before any work, so that the rest of the DAG stays runnable)."""
-    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f)] + [
+    built = [f for f in train_files(model) if f == ADAPTATION_OUT and ADAPTATION_UNAVAILABLE is None]
+    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f) or f in built] + [
         d for f in train_files(model) for d in plan.standin_inputs(config, f)]
 
 
-MISSING_TRAIN_FILES = sorted({f for m in TRAINED for f in train_files(m)
-                              if f not in SYN_FILES.values() and not os.path.exists(f)
-                              and not plan.standin_inputs(config, f)})
-if MISSING_TRAIN_FILES:
-    print(f"warning: training data not found: {MISSING_TRAIN_FILES}; jobs that train "
-          f"({', '.join(TRAINED)}) will fail until it is provided (see README, 'Paper scale')", file=sys.stderr)
+NA_TRAINED = {n: m["train_unavailable"] for n, m in config["models"].items() if m.get("train_unavailable")}
+if NA_TRAINED:
+    print(f"note: {', '.join(NA_TRAINED)}: n/a rows, {next(iter(NA_TRAINED.values()))}", file=sys.stderr)
 
 
 def release_inputs(wildcards):

@@ -21,3 +21,32 @@ rule synthetic_data:
         runtime=10,
     script:
         "../scripts/make_data.py"
+
+
+if ADAPTATION_OUT:
+
+    rule adaptation_data:
+        """The paper's adaptation set (data.adaptation): a seeded, token-budgeted subset of the LLaMA-Nemotron
+        post-training dataset in the training rows' format, with a manifest beside it (rows and tokens per subset,
+        sha256, dataset and revision, the config).  No GPU; offline without data.adaptation.local_dir it fails
+        naming that key, before any training job runs."""
+        input:
+            plan_data.adaptation_inputs(config),
+        output:
+            data=ADAPTATION_OUT,
+            manifest=f"{ADAPTATION_OUT}.manifest.json",
+        params:
+            spec=plan_data.adaptation_config(config),
+            tokenizer=lambda wc: plan_data.adaptation_tokenizer(config),
+        log:
+            f"{LOGS}/adaptation_data.log",
+        benchmark:
+            f"{R}/benchmarks/adaptation_data.tsv"
+        threads: 1
+        conda:
+            "../../environment.yml"
+        resources:
+            mem_mb=8000,
+            runtime=lambda wc, attempt: (600 if config["scale"].startswith("paper") else 10) * attempt,
+        script:
+            "../scripts/make_adaptation_data.py"

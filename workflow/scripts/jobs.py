@@ -145,3 +145,18 @@ def dag_na_reason(task: str, reason: str) -> str:
     out = re.sub(r"\bfix data_path=", f"fix {key} in the config", out)
     out = re.sub(r"\bdata_path=", key, out)
     return out if key in out else f"{out} (set {key} in the config to a local copy)"
+
+
+def write_na_rows(out_csv, p, config: dict, reason: str) -> None:
+    """The job of a model that cannot be trained here (``reason`` names the keys to set):
+    one ``n/a`` row per task and point, nothing loaded, so that its table row says why it is empty."""
+    from fastdllm_core.provenance import run_metadata, write_csv_atomic
+
+    m = config["models"][p.model]
+    rows = [{"model": p.model, "model_label": p.label, "task": task, "metric": "", "value": "", "n": 0,
+             "status": "n/a", "note": reason, "mode": p.mode, "max_new_tokens": "", "model_key": p.model,
+             "scale": config["scale"], "point": point, "model_group": m.get("seed_of", p.model), "train_seed": "",
+             "model_source": "", **run_metadata({"task": task, "point": point}, seed=config["seed"])}
+            for task, points in p.points.items() for point in points]
+    write_csv_atomic(out_csv, rows)
+    print(f"{p.model}: {len(rows)} n/a rows ({reason}) -> {out_csv}")
