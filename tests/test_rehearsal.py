@@ -223,7 +223,7 @@ def _check_na_cells(tables_dir: Path, tasks: list[str]) -> None:
 
 @pytest.mark.slow
 def test_rehearsal_runs_the_paper_dag_offline_on_two_cores(tmp_path):
-    """The one command of the README's "Rehearsal": every table and figure of paper_figures from stand-ins, on 2
+    """The one command of the docs/paper_scale.md's "Rehearsal": every table and figure of paper_figures from stand-ins, on 2
     CPU cores, offline, labelled as a rehearsal; n/a cells name the config key; Table 1's differences pair each
     model with its own-size baseline.  Budget: 5 minutes."""
     t0 = time.monotonic()
