@@ -22,6 +22,15 @@ def load_csv(path) -> pd.DataFrame:
     return df
 
 
+def load_throughput(path) -> pd.DataFrame:
+    """A throughput CSV without its ``n/a`` rows (a model of the sweep that could not be loaded: ``status`` not
+    ``ok``, the reason in ``note``, no measurement): the figures and the summary draw the measured rows only."""
+    df = load_csv(path)
+    if not df.empty and "status" in df.columns:
+        df = df[df["status"].fillna("ok").astype(str) == "ok"].reset_index(drop=True)
+    return df
+
+
 def to_bool(v) -> bool:
     """A CSV cell as a boolean, leniently: a word of :data:`~fastdllm_core.config.TRUE_WORDS` is True, any other
     string, an empty cell or NaN False."""

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .config import BLOCK_SIZE
+from .hub_access import hub_guard
 from .modeling import FAMILIES, Family, release_of
 from .vocab import MASK_TOKEN
 
@@ -197,14 +198,15 @@ def load_model(
     attn = attn_implementation or default_attn_implementation(device)
     directory, gguf_file = _split_gguf(source)
     kw = {"local_files_only": local_files_only}
-    config = _source_config(directory, gguf_file, kw)
-    tok_kw = dict(kw, trust_remote_code=False)
-    if config is not None:
-        tok_kw["config"] = config  # never let AutoTokenizer look at a remote-code config.json
-    tokenizer = _load_tokenizer(directory, gguf_file, tok_kw)
-    release = getattr(config, "released_model_type", None) if config is not None else None
-    model = _load_weights(directory, config, release, dict(kw, dtype=torch_dtype, attn_implementation=attn,
-                                                           trust_remote_code=False))
+    with hub_guard(directory, "model"):  # a gated / unknown Hub id: HubAccessError naming it and the fix
+        config = _source_config(directory, gguf_file, kw)
+        tok_kw = dict(kw, trust_remote_code=False)
+        if config is not None:
+            tok_kw["config"] = config  # never let AutoTokenizer look at a remote-code config.json
+        tokenizer = _load_tokenizer(directory, gguf_file, tok_kw)
+        release = getattr(config, "released_model_type", None) if config is not None else None
+        model = _load_weights(directory, config, release, dict(kw, dtype=torch_dtype, attn_implementation=attn,
+                                                               trust_remote_code=False))
     model.to(device).eval()
     family = _family(model.config, release)
     mask_id, extra = _mask_and_stop_tokens(tokenizer, model, family, release, mask_token)

@@ -28,8 +28,20 @@ log = logging.getLogger(__name__)
 NOT_AVAILABLE = "not available"
 META_COLUMNS = [
     "git_commit", "config_hash", "hostname", "device_type", "device_name", "gpu_driver", "cuda_version",
-    "cpu", "cpu_isa", "mkl_cbwr", "torch_version", "transformers_version", "python_version", "seed",
+    "cpu", "cpu_isa", "mkl_cbwr", "torch_version", "transformers_version", "accelerate_version", "lm_eval_version",
+    "python_version", "seed",
 ]
+
+
+def package_version(dist: str) -> str:
+    """The installed version of distribution ``dist`` (read from its metadata, nothing imported), or
+    ``not installed``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,7 +112,8 @@ def run_metadata(config=None, seed=None, device: str | None = None) -> dict:
 
     meta = {"git_commit": git_commit(), "config_hash": config_hash(config) if config is not None else "",
             "hostname": socket.gethostname(), **hardware(device), **describe(), "torch_version": torch.__version__,
-            "transformers_version": transformers.__version__, "python_version": platform.python_version(),
+            "transformers_version": transformers.__version__, "accelerate_version": package_version("accelerate"),
+            "lm_eval_version": package_version("lm_eval"), "python_version": platform.python_version(),
             "seed": "" if seed is None else seed}
     return {k: meta[k] for k in META_COLUMNS}
 

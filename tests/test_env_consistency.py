@@ -27,6 +27,31 @@ def test_environment_matches_pyproject():
 def test_ci_script_installs_pinned_torch_first_and_runs_readme_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "set -euo pipefail" in ci
-    assert ci.index("torch==2.13.0") < ci.index("pip install -e .")
+    assert ci.index("torch==2.13.0") < ci.index("pip install -c constraints.txt -e .")
     assert "python -m pytest -q" in ci
     assert "python -m pytest -q" in (ROOT / "README.md").read_text()
+
+
+def _constraints() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version and name == name.strip().lower(), line  # exact pins of canonical names only
+            out[name] = version
+    return out
+
+
+def test_constraints_pin_every_dependency_within_pyproject():
+    """constraints.txt (the set CI tested) pins each direct dependency at a version pyproject.toml allows, and
+    torch at the version .ci/run installs first."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = _constraints()
+    for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        req = Requirement(dep)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"constraints.txt has no pin for {name}"
+        assert req.specifier.contains(pins[name], prereleases=True), (name, pins[name], str(req.specifier))
+    assert pins["torch"] == "2.13.0"

@@ -106,3 +106,44 @@ def test_slurm_profile_sbatch_flags():
     assert "--gpus" not in cpu and "--ntasks=1" in cpu and "--mem 8000" in cpu
     rehearsal = _profile("slurm-rehearsal")
     assert "--gpus" not in _sbatch({**rehearsal["default-resources"], **rehearsal["set-resources"]["train_model"]})
+
+
+# what Snakemake itself resolves (snakemake.cli.parse_args, the parsing `snakemake` runs): the workflow profile
+# profiles/default is loaded on every run and its values win key by key over an explicit --profile (issue 30)
+SCALAR_SKIP = {"default-resources", "set-resources", "resources", "cores"}
+
+
+def _resolved(monkeypatch, *argv):
+    from snakemake.cli import parse_args
+
+    monkeypatch.chdir(ROOT)
+    return parse_args(["-n", *argv])[1]
+
+
+@pytest.mark.parametrize("name", ["slurm", "slurm-rehearsal", "local-gpu"])
+def test_every_setting_of_an_explicit_profile_is_in_force(monkeypatch, name):
+    args = _resolved(monkeypatch, "--profile", f"profiles/{name}")
+    wanted = {k: v for k, v in _profile(name).items() if k not in SCALAR_SKIP}
+    got = {k: getattr(args, k.replace("-", "_")) for k in wanted}
+    assert got == wanted
+
+
+def test_slurm_profile_values_win_over_the_workflow_default(monkeypatch):
+    args = _resolved(monkeypatch, "--profile", "profiles/slurm")
+    assert (args.latency_wait, args.retries, args.jobs, args.rerun_incomplete) == (60, 1, 32, True)
+    assert args.executor == "slurm"
+
+
+def test_default_local_run_gets_the_workflow_profile(monkeypatch):
+    import os
+
+    args = _resolved(monkeypatch)
+    assert args.rerun_incomplete is True and args.printshellcmds is True and args.show_failed_logs is True
+    assert args.cores == os.cpu_count()  # cores: all
+    assert args.executor in (None, "local")  # no cluster settings leak into a local run
+    # nothing in profiles/default may contradict a cluster profile (it would win over it)
+    default = _profile("default")
+    for name in ("slurm", "slurm-rehearsal", "local-gpu"):
+        prof = _profile(name)
+        clash = {k: (default[k], prof[k]) for k in set(default) & set(prof) if default[k] != prof[k]}
+        assert not clash, (name, clash)

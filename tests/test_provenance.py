@@ -45,3 +45,19 @@ def test_atomic_rename_keeps_old_file_on_failure(tmp_path):
             raise RuntimeError("killed")
     assert p.read_text() == "old\n"
     assert [x.name for x in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_rows_record_the_package_versions_of_the_run():
+    """Each results row names the versions that produced it (constraints.txt pins what CI tested)."""
+    from importlib.metadata import version
+
+    import torch
+    import transformers
+
+    from fastdllm_core.provenance import META_COLUMNS, package_version, run_metadata
+
+    meta = run_metadata(config={"x": 1}, seed=0, device="cpu")
+    assert list(meta) == META_COLUMNS
+    assert meta["torch_version"] == torch.__version__ and meta["transformers_version"] == transformers.__version__
+    assert meta["accelerate_version"] == version("accelerate") and meta["lm_eval_version"] == version("lm_eval")
+    assert package_version("no-such-distribution-xyz") == "not installed"

@@ -2,7 +2,8 @@
 
 One idea per module: :mod:`.models` (checkpoints and random-weight models), :mod:`.grid` (the sweep's grid and
 its runs), :mod:`.runner` (decoding a run's prompts), :mod:`.hooks` (forced acceptance, forward timing),
-:mod:`.measure` (timed repeats, profiling, agreement), :mod:`.rows` (CSV columns, speed-ups), :mod:`.telemetry`
+:mod:`.measure` (timed repeats, profiling, agreement), :mod:`.prompt_source` (a sweep's prompts: local file, Hub),
+:mod:`.unavailable` (n/a rows of a model that cannot be loaded), :mod:`.rows` (CSV columns, speed-ups), :mod:`.telemetry`
 (NVML), :mod:`.roofline` (memory-bandwidth bound) and :mod:`.sweep` (:func:`run_sweep`, how each row is
 measured).  The command line is :mod:`fastdllm_core.cli.bench`; prompt sets are :mod:`fastdllm_core.prompts`."""
 from ..decoding import bd_generate
@@ -13,10 +14,13 @@ from .measure import measure, token_agreement
 from .models import MODEL_SHAPES, QWEN_MASK_ID, QWEN_STOP_IDS, BenchModel, load_bench_model, random_model
 from .rows import COLUMNS, add_speedups, print_summary
 from .runner import Runner
+from .prompt_source import PromptsUnavailable, load_prompt_texts
 from .sweep import model_synthetic_prompts, run_sweep
+from .unavailable import load_or_reason, na_rows
 
 __all__ = ["AR_BASELINES", "COLUMNS", "MODEL_SHAPES", "QWEN_MASK_ID", "QWEN_STOP_IDS", "BenchModel",
-           "ForcedAcceptance", "ForwardTimer", "Runner", "SweepConfig", "add_speedups", "batch_of", "bd_generate",
-           "encode_prompts", "forced_acceptance_forwards", "load_bench_model", "measure", "model_synthetic_prompts",
-           "plan_runs", "print_summary", "random_model", "read_prompt_texts", "run_sweep", "synthetic_prompts",
+           "ForcedAcceptance", "ForwardTimer", "PromptsUnavailable", "Runner", "SweepConfig", "add_speedups",
+           "batch_of", "bd_generate", "encode_prompts", "forced_acceptance_forwards", "load_bench_model",
+           "load_or_reason", "load_prompt_texts", "measure", "model_synthetic_prompts", "na_rows", "plan_runs",
+           "print_summary", "random_model", "read_prompt_texts", "run_sweep", "synthetic_prompts",
            "token_agreement"]

@@ -1,6 +1,8 @@
 """What both decoders share: prompt and context checks, the token choice, host synchronisation."""
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from ..config import DecodeConfig
@@ -9,6 +11,22 @@ from ..config import DecodeConfig
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+# transformers 5.24 renamed the KV-cache keyword of every model forward: ``past_key_values`` is deprecated
+# ("`past_key_values` is deprecated and will be removed in version 5.40.0 for `Qwen2ForCausalLM.forward`. Use
+# `cache` instead."); earlier 5.x take only ``past_key_values``.  pyproject.toml allows transformers >=5.0,<5.40.
+_CACHE_KW: dict[type, str] = {}
+
+
+def cache_kwarg(model) -> str:
+    """The keyword ``model``'s forward takes its KV cache by: ``cache`` where its signature has it (transformers
+    >= 5.24), else ``past_key_values`` (read once per model class; the deprecation wrapper keeps the signature)."""
+    cls = type(model)
+    if cls not in _CACHE_KW:
+        params = inspect.signature(model.forward).parameters
+        _CACHE_KW[cls] = "cache" if "cache" in params else "past_key_values"
+    return _CACHE_KW[cls]
 
 
 def _check_prompts(prompts) -> list[list[int]]:

@@ -9,7 +9,7 @@ import time
 import torch
 
 from ..masks import attention_kwargs, inference_spec
-from .common import _sync
+from .common import _sync, cache_kwarg
 
 
 class BlockKVCache:
@@ -58,6 +58,7 @@ class _CachedEngine:
     def __init__(self, model, max_len: int, block_size: int, profile: bool):
         self.model, self.D = model, block_size
         self.cache = BlockKVCache(max_len)
+        self.cache_kw = cache_kwarg(model)
         self.profile = profile
         self.forward_time = 0.0
 
@@ -68,8 +69,8 @@ class _CachedEngine:
         if self.profile:
             _sync(dev)
             t0 = time.perf_counter()
-        out = self.model(input_ids=ids, position_ids=pos, past_key_values=self.cache.window(write_pos, visible),
-                         use_cache=True, logits_to_keep=keep, **kw)
+        kw[self.cache_kw] = self.cache.window(write_pos, visible)
+        out = self.model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=keep, **kw)
         if self.profile:
             _sync(dev)
             self.forward_time += time.perf_counter() - t0

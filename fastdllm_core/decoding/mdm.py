@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from .common import _check_prompts, _sync, fit_context, model_context, trim_at_stop
+from .common import _check_prompts, _sync, cache_kwarg, fit_context, model_context, trim_at_stop
 from .engine import BlockKVCache
 from .stats import GenerationOutput, GenerationStats
 
@@ -80,6 +80,7 @@ class Batch:
         if not 0 <= int(mask_id) < n:
             raise ValueError(f"mask_token_id={mask_id} is outside the embedding table of size {n}")
         self.model, self.mask_id, self.profile = model, int(mask_id), profile
+        self.cache_kw = cache_kwarg(model)
         self.device = device = model.device
         self.B, self.lens = len(prompts), [len(p) for p in prompts]
         self.P = P = max(self.lens)
@@ -110,8 +111,9 @@ class Batch:
         if self.profile:
             _sync(self.device)
             t0 = time.perf_counter()
+        kw[self.cache_kw] = cache
         out = self.model(input_ids=ids, position_ids=self.positions[:ids.shape[0], start:start + ids.shape[1]],
-                         past_key_values=cache, use_cache=cache is not None, **kw).logits
+                         use_cache=cache is not None, **kw).logits
         if self.profile:
             _sync(self.device)
             self.forward_time += time.perf_counter() - t0

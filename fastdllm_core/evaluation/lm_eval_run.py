@@ -46,6 +46,7 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
 
     from .tasks import build_lm_eval_tasks
 
+    specs = []
     try:
         specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
         res = lm_eval.simple_evaluate(
@@ -54,6 +55,13 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
             torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
     except ImportError as exc:
         raise TaskUnavailable(missing_module_reason(task, exc)) from exc
+    except Exception as exc:  # a gated dataset (GPQA: Idavidrein/gpqa) refused by the Hub: n/a naming the fix
+        from ..hub_access import describe_refusal, refusal
+
+        if refusal(exc) is None:
+            raise
+        repo = next((s.get("dataset_path") for s in specs if isinstance(s, dict)), task) if specs else task
+        raise TaskUnavailable(f"{task}: {describe_refusal(exc, str(repo), 'dataset')}") from exc
     return res, info
 
 

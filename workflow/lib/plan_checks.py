@@ -8,6 +8,10 @@ import pairs
 import plan
 import released
 
+# the tasks whose sweep prompts load from the Hub without data.eval_paths (fastdllm_core.bench.prompt_source)
+BENCH_HUB_TASKS = ("gsm8k",)
+
+
 class ConfigError(ValueError):
     pass
 
@@ -228,8 +232,10 @@ def _check_figures_and_tasks(config: dict) -> None:
     if not any("task" in c for c in cols.values()):
         _fail("columns", "no column has a task: nothing would be evaluated")
     bt = config["bench"]["prompts_from"]
-    if bt not in plan.TASK_DATA_KEYS and bt not in config["data"].get("eval_paths", {}):
-        _fail("bench.prompts_from", f"{bt!r} needs a local file in data.eval_paths (or use synth_arith)")
+    local = config["data"].get("eval_paths", {})
+    if bt not in plan.TASK_DATA_KEYS and bt not in BENCH_HUB_TASKS and bt not in local:
+        _fail("bench.prompts_from", f"{bt!r} needs a local file in data.eval_paths (or use synth_arith or "
+                                    f"{', '.join(BENCH_HUB_TASKS)}, which load from the Hub without one)")
     for t in plan.tasks(config):
         if t in plan.TASK_DATA_KEYS and not config["data"].get("synthetic", {}).get("enabled"):
             _fail("columns", f"task {t!r} needs data.synthetic.enabled: true")

@@ -1,4 +1,5 @@
-"""One throughput sweep through fastdllm_core.bench.run_sweep: each run of the sweep is one tidy row."""
+"""One throughput sweep through fastdllm_core.bench.run_sweep: each run of the sweep is one tidy row (status ok;
+a model that cannot be loaded: status n/a, note = why, no measurement)."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -26,16 +27,9 @@ with logged(snakemake):  # noqa: F821
     if p.prompts_task in plan.SYNTH_TASKS:  # the user turns the accuracy evaluation sends, item by item
         from fastdllm_core.synthetic import user_prompts
 
-        texts = user_prompts(p.prompts_task, p.prompts_path)
-    else:
-        key = f"data.eval_paths.{p.prompts_task}"  # the config key a DAG user sets
-        if not p.prompts_path:
-            raise RuntimeError(f"no prompt file for bench.prompts_from={p.prompts_task!r}; set {key}")
-        try:
-            texts = bench.read_prompt_texts(p.prompts_path)
-        except FileNotFoundError as exc:
-            raise FileNotFoundError(f"{exc} (bench.prompts_from={p.prompts_task!r}: set {key} to a local copy)") \
-                from exc
+        texts, prompts_from = user_prompts(p.prompts_task, p.prompts_path), p.prompts_path
+    else:  # data.eval_paths.<task>, else (GSM8K) the evaluation's local default or the Hub; else named n/a
+        texts, prompts_from = bench.load_prompt_texts(p.prompts_task, p.prompts_path)
     if not texts:
         raise RuntimeError(f"no prompts for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
     texts = texts[: int(bcfg["num_prompts"])]
@@ -43,10 +37,17 @@ with logged(snakemake):  # noqa: F821
     for run in p.runs:
         by_model.setdefault(run["model"], []).append(run)
     for model, runs in by_model.items():
-        bm = bench.load_bench_model(p.sources[model], device=device, dtype=config.get("dtype", "auto"),
-                                    label=config["models"][model].get("label", model), seed=int(config["seed"]))
+        # a model that cannot be loaded (gated Hub id, missing checkpoint): n/a rows naming why, the others go on
+        bm, reason = bench.load_or_reason(lambda: bench.load_bench_model(
+            p.sources[model], device=device, dtype=config.get("dtype", "auto"),
+            label=config["models"][model].get("label", model), seed=int(config["seed"])), p.sources[model])
+        if bm is None:
+            print(f"{model}: n/a, {reason}")
+            rows += [dict(r, model_source=p.sources[model], model=model, sweep=sm.wildcards.sweep,
+                          scale=config["scale"]) for r in bench.na_rows(runs, reason)]
+            continue
         prompts = bench.encode_prompts(bm.tokenizer, texts)
-        print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {p.prompts_path}")
+        print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {prompts_from}")
         for run in runs:
             d = DecodeConfig.from_dict(dict(run["decode"]))
             # ar / bd: the sweep's own grid; a masked-diffusion sampler (llada, dream, Fast-dLLM v1): its point,
@@ -64,15 +65,19 @@ with logged(snakemake):  # noqa: F821
             out = bench.run_sweep(bm, prompts, cfg=cfg, prompt_set=f"{p.prompts_task}[:{len(prompts)}]",
                                   progress=True, meta_config=meta)
             for r in out:
-                r.update(model_source=r["model"], model=model, sweep=sm.wildcards.sweep, scale=config["scale"])
+                r.update(model_source=r["model"], model=model, sweep=sm.wildcards.sweep, scale=config["scale"],
+                         status="ok", note="")
                 if r["mode"] == "ar":  # AR rows carry the sweep's decode columns empty: they do not apply
                     r.update(threshold="", sub_block_size="", use_sub_block_cache="")
             rows += out
             print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
+    if not any(r["status"] == "ok" for r in rows):  # nothing measured: the job fails naming every reason
+        raise RuntimeError("no model of sweep " + sm.wildcards.sweep + " could be loaded: "
+                           + "; ".join(sorted({f"{r['model']}: {r['note']}" for r in rows})))
     # speed-up of every row over the AR reference model (roles.main_ar) at the same batch size, when measured here
     ref = {r["batch_size"]: float(r["tokens_per_s"]) for r in rows
-           if r["model"] == config["roles"]["main_ar"] and r["mode"] == "ar"}
+           if r["model"] == config["roles"]["main_ar"] and r["mode"] == "ar" and r["status"] == "ok"}
     for r in rows:
         b = ref.get(r["batch_size"])
-        r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / b if b else ""
+        r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / b if b and r["status"] == "ok" else ""
     write_csv_atomic(sm.output[0], rows)
