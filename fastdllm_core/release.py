@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 
 MANIFEST = "manifest.json"
+# left out of a release: markers of the workflow manager, not part of the checkpoint
+NOT_RELEASED = (".snakemake_timestamp",)
 
 
 def config_digest(obj) -> str:
@@ -47,7 +49,9 @@ def write_release(final: str | Path, out: str | Path, manifest: dict) -> Path:
         raise FileNotFoundError(f"{final} is not a Hugging Face checkpoint directory (no config.json)")
     tmp, old = out.with_name(out.name + ".tmp"), out.with_name(out.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(final, tmp)
+    shutil.copytree(final, tmp, ignore=shutil.ignore_patterns(*NOT_RELEASED), copy_function=shutil.copyfile)
+    for p in [tmp, *tmp.rglob("*")]:  # plain modes (a protected checkpoint is read-only; git keeps 644 / 755)
+        p.chmod(0o755 if p.is_dir() else 0o644)
     doc = {**manifest, "files": file_hashes(tmp)}
     (tmp / MANIFEST).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(old, ignore_errors=True)

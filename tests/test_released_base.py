@@ -97,8 +97,12 @@ def test_staleness_is_detected(tmp_path):
     final.mkdir()
     (final / "config.json").write_text("{}")
     (final / "model.safetensors").write_bytes(b"weights")
+    (final / ".snakemake_timestamp").write_bytes(b"")
+    (final / "model.safetensors").chmod(0o444)
     out = release.write_release(final, tmp_path / "rel", {"config_digest": "a", "numerics_digest": "b"})
     assert release.problems(out, "a", "b") == []
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "manifest.json", "model.safetensors"]
+    assert (out / "model.safetensors").stat().st_mode & 0o777 == 0o644
     assert len(release.problems(out, "a2", "b")) == 1 and len(release.problems(out, "a", "b2")) == 1
     (out / "model.safetensors").write_bytes(b"other")
     assert "model.safetensors" in release.problems(out, "a", "b")[0]
