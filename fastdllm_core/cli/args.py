@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import ALGS, BLOCK_SIZE, CACHES, EOS_RULES, MDM_MODES, MODES, REMASKING, SUB_BLOCK_SIZE, DecodeConfig, parse_bool
+from ..config import (ALGS, BLOCK_SIZE, CACHES, EOS_RULES, MDM_MODES, MODES, REMASKING, SUB_BLOCK_SIZE, DecodeConfig,
+                      parse_bool)
 
 AR_BASELINE_HELP = "AR baseline: hf (dynamic cache) or hf_static (static cache + torch.compile on CUDA)"
 

@@ -9,8 +9,8 @@ directory and imported from there.  Nothing of it is written out: only token ids
 What runs: the official ``Fast_dLLM_QwenForCausalLM.batch_sample`` (the whole decode loop: prefill, blocks,
 sub-blocks, threshold unmasking, its EOS handling, dropping finished rows) bound to :class:`ReleasedForward`, an
 object with the released model's ``forward`` keywords (``update_past_key_values``, ``use_block_cache``,
-``block_past_key_values``, ``replace_position``) and its greedy ``sample_with_top_p`` (softmax of the raw logits,
-argmax).  The forwards themselves are the stand-in's Qwen2 forwards under the block-diffusion inference mask
+``block_past_key_values``, ``replace_position``) and its greedy ``sample_with_top_p`` (softmax, argmax; the forward
+gives [MASK] no mass, see :meth:`ReleasedForward.sample_with_top_p`).  The forwards themselves are the stand-in's Qwen2 forwards under the block-diffusion inference mask
 (``fastdllm_core.masks``, a :class:`~fastdllm_core.decoding.engine.BlockKVCache`): the released
 ``modeling.py`` lives on the Hugging Face Hub (Efficient-Large-Model/Fast_dLLM_v2_7B), which this machine cannot
 reach, so what the data pins is the official *decode loop*, the part where the EOS rule lives.  The loop needs no
@@ -37,7 +37,8 @@ import torch  # noqa: E402
 
 from fastdllm_core.decoding.engine import BlockKVCache  # noqa: E402
 from fastdllm_core.masks import attention_kwargs, inference_spec  # noqa: E402
-from fastdllm_v2_cases import BLOCK, CASES, MAX_NEW, STANDIN_SEED, STOP_ID, WEIGHT_STD, prompt_ids, sharpen  # noqa: E402
+from fastdllm_v2_cases import (BLOCK, CASES, MAX_NEW, STANDIN_SEED, STOP_ID, WEIGHT_STD,  # noqa: E402
+                               prompt_ids, sharpen)
 
 # NVlabs/Fast-dLLM main, 2026-01-28 ("update news"): v2/generation_functions.py as of "fix bug" (2025-11-28)
 FASTDLLM_V2_COMMIT = "af42f511f705a2db0d16aa63ebcfcbc26f29181d"
