@@ -10,13 +10,16 @@ What runs: the official ``Fast_dLLM_QwenForCausalLM.batch_sample`` (the whole de
 sub-blocks, threshold unmasking, its EOS handling, dropping finished rows) bound to :class:`ReleasedForward`, an
 object with the released model's ``forward`` keywords (``update_past_key_values``, ``use_block_cache``,
 ``block_past_key_values``, ``replace_position``) and its greedy ``sample_with_top_p`` (softmax, argmax; the forward
-gives [MASK] no mass, see :meth:`ReleasedForward.sample_with_top_p`).  The forwards themselves are the stand-in's Qwen2 forwards under the block-diffusion inference mask
-(``fastdllm_core.masks``, a :class:`~fastdllm_core.decoding.engine.BlockKVCache`): the released
+gives [MASK] no mass, see :meth:`ReleasedForward.sample_with_top_p`).  The forwards themselves are the
+stand-in's Qwen2 forwards under the block-diffusion inference mask (``fastdllm_core.masks``, a
+:class:`~fastdllm_core.decoding.engine.BlockKVCache`): the released
 ``modeling.py`` lives on the Hugging Face Hub (Efficient-Large-Model/Fast_dLLM_v2_7B), which this machine cannot
 reach, so what the data pins is the official *decode loop*, the part where the EOS rule lives.  The loop needs no
-particular transformers version (it imports only ``transformers.utils``); this project's environment runs it.
+particular transformers version (it imports only ``transformers.utils``; ``auto_docstring`` is made the identity
+while it is imported); this project's environment runs it.
 
-``tests/test_fastdllm_v2_agreement.py`` runs the project's decoder on the same cases (``tests/fastdllm_v2_cases.py``).
+``tests/test_fastdllm_v2_agreement.py`` runs the project's decoder on the same cases
+(``tests/fastdllm_v2_cases.py``).
 """
 from __future__ import annotations
 
