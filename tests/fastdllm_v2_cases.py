@@ -5,9 +5,9 @@
 The stand-in is the released-format Fast_dLLM_Qwen checkpoint of :func:`fastdllm_core.rehearsal.write_standin_model`
 (seed ``STANDIN_SEED``), loaded in float64, with every weight matrix redrawn from a seeded normal(0, ``WEIGHT_STD``)
 (:func:`sharpen`): the stock init (std 0.02) makes the tiny model repeat one token forever, which tests nothing.
-``STOP_ID`` is the stop token both decoders are given: a character the
-random stand-in predicts often, so that rows meet it in the middle of a block.  Prompt lengths are never a multiple of the block size 32 and all exceed it (the official code's
-prefill runs only when the shortest prompt exceeds one block, and a longer row whose prompt ends on a block
+``STOP_ID`` is the stop token both decoders are given: a character the random stand-in predicts often, so that
+rows meet it in the middle of a block.  Prompt lengths are never a multiple of the block size 32 and all exceed it
+(the official code's prefill runs only when the shortest prompt exceeds one block, and a longer row whose prompt ends on a block
 boundary would take its first token from the wrong logit there: quirks outside this comparison)."""
 from __future__ import annotations
 
