@@ -7,8 +7,8 @@ The stand-in is the released-format Fast_dLLM_Qwen checkpoint of :func:`fastdllm
 (:func:`sharpen`): the stock init (std 0.02) makes the tiny model repeat one token forever, which tests nothing.
 ``STOP_ID`` is the stop token both decoders are given: a character the random stand-in predicts often, so that
 rows meet it in the middle of a block.  Prompt lengths are never a multiple of the block size 32 and all exceed it
-(the official code's prefill runs only when the shortest prompt exceeds one block, and a longer row whose prompt ends on a block
-boundary would take its first token from the wrong logit there: quirks outside this comparison)."""
+(the official code's prefill runs only when the shortest prompt exceeds one block, and a longer row whose prompt
+ends on a block boundary would take its first token from the wrong logit there: quirks outside this comparison)."""
 from __future__ import annotations
 
 import torch
