@@ -10,7 +10,8 @@ it), and :func:`parse_bool`, the one reader of boolean words (config values, CLI
 Modes (the decoder a setting is for; passed beside the setting, the first word of a point name):
 
 * ``ar``: the AR baseline (point ``ar``);
-* ``bd``: the Fast-dLLM v2 block-diffusion decoder (``bd_b<D>_s<S>_t<threshold>_c<0|1>``);
+* ``bd``: the Fast-dLLM v2 block-diffusion decoder (``bd_b<D>_s<S>_t<threshold>_c<0|1>[_stop]``, ``_stop`` for
+  ``eos_rule="stop"``);
 * ``llada``: LLaDA's ``generate`` (``llada_g<gen>_s<steps>_b<block>_<lc|rand>[_le][_ce]``: low-confidence or
   random remasking, ``_le`` = ``logits_eos_inf``, ``_ce`` = ``confidence_eos_eot_inf``);
 * ``dream``: Dream's ``diffusion_generate`` (``dream_g<gen>_s<steps>_<alg>[_at<alg_temp>]``);
@@ -28,8 +29,13 @@ from dataclasses import asdict, dataclass, fields, replace
 BLOCK_SIZE = 32  # the paper's block size D; the default wherever a checkpoint does not say (bd_size)
 SUB_BLOCK_SIZE = 8
 AR_SLUG = "ar"  # the point name of the autoregressive baseline (no decoding parameters)
-SLUG_FIELDS = ("block_size", "sub_block_size", "threshold", "use_sub_block_cache")  # what a bd point name carries
-_SLUG_RE = re.compile(r"bd_b(\d+)_s(\d+)_t([0-9.]+)_c([01])")
+# what a bd point name carries (eos_rule only when it is not the default: ``_stop``)
+SLUG_FIELDS = ("block_size", "sub_block_size", "threshold", "use_sub_block_cache", "eos_rule")
+_SLUG_RE = re.compile(r"bd_b(\d+)_s(\d+)_t([0-9.]+)_c([01])(_stop)?")
+# the block-diffusion decoder's EOS rule: "fill_block" (the official batch_sample, the default): every masked
+# position of the block stays an unmasking candidate, also after a row's first EOS; "stop": positions after a row's
+# first EOS are never candidates.  Either way the output ends at the first EOS.
+EOS_RULES = ("fill_block", "stop")
 MDM_MODES = ("llada", "dream", "v1")  # the masked-diffusion samplers
 MODES = ("ar", "bd") + MDM_MODES
 REMASKING = {"low_confidence": "lc", "random": "rand"}
@@ -43,7 +49,8 @@ MODE_FIELDS = {
     "v1": ("max_new_tokens", "steps", "block_size", "threshold", "cache"),
 }
 # the decoding columns of a results row, every mode (row_fields): "" where a mode has no such setting
-ROW_DECODE_COLUMNS = ("block_size", "sub_block_size", "threshold", "use_sub_block_cache", "gen_length", "steps",
+ROW_DECODE_COLUMNS = ("block_size", "sub_block_size", "threshold", "use_sub_block_cache", "eos_rule", "gen_length",
+                      "steps",
                       "remasking", "alg", "alg_temp", "cache", "logits_eos_inf", "confidence_eos_eot_inf")
 _NUM = r"([0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)"
 _LLADA_RE = re.compile(r"llada_g(\d+)_s(\d+)_b(\d+)_(lc|rand)(_le)?(_ce)?")
@@ -88,6 +95,7 @@ class DecodeConfig:
     sub_block_size: int = SUB_BLOCK_SIZE
     threshold: float | None = 0.9  # None only for v1's step schedule (cache only)
     use_sub_block_cache: bool = False
+    eos_rule: str = "fill_block"  # bd: EOS_RULES
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
@@ -152,6 +160,8 @@ class DecodeConfig:
             )
         if self.threshold is None or not (0.0 < float(self.threshold) <= 1.0):
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold!r}")
+        if self.eos_rule not in EOS_RULES:
+            raise ValueError(f"eos_rule must be one of {EOS_RULES}, got {self.eos_rule!r}")
         return self
 
     def with_mode_defaults(self, mode: str) -> "DecodeConfig":
@@ -207,7 +217,7 @@ class DecodeConfig:
             return AR_SLUG
         if mode == "bd":
             return (f"bd_b{self.block_size}_s{self.sub_block_size}_t{format_threshold(self.threshold)}"
-                    f"_c{int(bool(self.use_sub_block_cache))}")
+                    f"_c{int(bool(self.use_sub_block_cache))}" + ("_stop" if self.eos_rule == "stop" else ""))
         if mode not in MDM_MODES:
             raise ValueError(f"unknown decoding mode {mode!r}; choose from {', '.join(MODES)}")
         if self.steps is None:
@@ -235,7 +245,7 @@ class DecodeConfig:
             if not m:
                 raise ValueError(f"bad decoding point {slug!r}")
             return cls(block_size=int(m[1]), sub_block_size=int(m[2]), threshold=float(m[3]),
-                       use_sub_block_cache=m[4] == "1", **rest)
+                       use_sub_block_cache=m[4] == "1", eos_rule="stop" if m[5] else "fill_block", **rest)
         m = {"llada": _LLADA_RE, "dream": _DREAM_RE, "v1": _V1_RE}[mode].fullmatch(slug)
         if not m:
             raise ValueError(f"bad decoding point {slug!r} (grammar: fastdllm_core.config)")

@@ -9,7 +9,8 @@ from fastdllm_core.config import (AR_SLUG, BLOCK_SIZE, MODE_FIELDS, ROW_DECODE_C
                                   parse_bool)
 
 # every field set to a value other than its default
-VARIED = dict(block_size=16, sub_block_size=4, threshold=0.75, use_sub_block_cache=True, max_new_tokens=99,
+VARIED = dict(block_size=16, sub_block_size=4, threshold=0.75, use_sub_block_cache=True, eos_rule="stop",
+              max_new_tokens=99,
               temperature=0.7, top_p=0.5, seed=11, steps=33, remasking="random", alg="maskgit_plus", alg_temp=0.25,
               eps=0.01, cache="dual", logits_eos_inf=True, confidence_eos_eot_inf=True)
 
@@ -29,7 +30,7 @@ def test_dict_round_trip_covers_every_field():
 
 
 @pytest.mark.parametrize("slug", ["ar", "bd_b32_s8_t1_c0", "bd_b32_s8_t0.9_c1", "bd_b4_s4_t0.5_c0",
-                                  "bd_b64_s16_t0.95_c1"])
+                                  "bd_b64_s16_t0.95_c1", "bd_b32_s32_t0.9_c0_stop"])
 def test_slug_round_trip_is_byte_identical(slug):
     c = DecodeConfig.from_slug(slug)
     assert c.slug(DecodeConfig.slug_mode(slug)) == slug
@@ -49,6 +50,16 @@ def test_masked_diffusion_slugs_round_trip(slug):
     assert DecodeConfig.from_slug(slug + "@64", seed=3).seed == 3
     row = c.row_fields(mode)
     assert tuple(row) == ROW_DECODE_COLUMNS and row["gen_length"] == c.max_new_tokens and row["steps"] == c.steps
+
+
+def test_eos_rule_default_keeps_point_names_and_is_checked():
+    assert DecodeConfig().eos_rule == "fill_block" and DecodeConfig().slug() == "bd_b32_s8_t0.9_c0"
+    c = DecodeConfig.from_slug("bd_b32_s32_t1_c0_stop")
+    assert c.eos_rule == "stop" and c.row_fields("bd")["eos_rule"] == "stop"
+    assert DecodeConfig.from_dict(c.point_fields("bd")).slug() == "bd_b32_s32_t1_c0_stop"
+    assert DecodeConfig().row_fields("llada")["eos_rule"] == ""
+    with pytest.raises(ValueError, match="eos_rule must be one of"):
+        DecodeConfig(eos_rule="reference").validate()
 
 
 def test_masked_diffusion_point_names_carry_their_fields():
@@ -92,7 +103,7 @@ def test_masked_diffusion_validation_names_the_bad_value(mode, bad, what):
 def test_slug_round_trip_covers_every_field():
     c = DecodeConfig(**VARIED)
     slug = c.slug()
-    assert slug == "bd_b16_s4_t0.75_c1"
+    assert slug == "bd_b16_s4_t0.75_c1_stop"
     rest = {k: v for k, v in VARIED.items() if k not in SLUG_FIELDS}  # what a point name does not carry
     assert DecodeConfig.from_slug(slug, **rest) == c
     assert DecodeConfig.from_slug(slug).point_fields() == c.point_fields()

@@ -56,6 +56,23 @@ def test_cached_equals_uncached_reference(tiny64, cfg):
         assert a.stats.steps_per_block == r.stats.steps_per_block
 
 
+@pytest.mark.parametrize("eos_rule", ["fill_block", "stop"])
+def test_cached_equals_uncached_reference_with_stop_ids(tiny64, eos_rule):
+    """Both EOS rules: the cached decoder equals the uncached one when rows stop inside blocks; the output ends
+    at the first stop id and is counted to it."""
+    cfg = dict(block_size=8, sub_block_size=8, threshold=0.2, max_new_tokens=30, eos_rule=eos_rule)
+    ps = prompts([3, 8, 13], seed=3)
+    free = bd_generate(tiny64, ps, mask_token_id=MASK, stop_token_ids=[], **cfg).sequences
+    stops = [free[0][5], free[1][10]]
+    a = bd_generate(tiny64, ps, mask_token_id=MASK, stop_token_ids=stops, **cfg)
+    r = bd_generate_reference(tiny64, ps, mask_token_id=MASK, stop_token_ids=stops, **cfg)
+    assert a.sequences == r.sequences and a.stats.nfe == r.stats.nfe
+    assert any(len(s) < 30 for s in a.sequences)
+    for s in a.sequences:
+        assert not any(t in stops for t in s[:-1])
+    assert a.stats.generated_tokens == [len(s) for s in a.sequences]
+
+
 def test_threshold_one_unmasks_one_token_per_step(tiny64):
     out = bd_generate(tiny64, prompts([5]), mask_token_id=MASK, stop_token_ids=[], block_size=8, sub_block_size=4,
                       threshold=1.0, max_new_tokens=27)
@@ -73,8 +90,10 @@ def test_threshold_one_unmasks_one_token_per_step(tiny64):
 @pytest.mark.parametrize("lengths", [[3, 5, 2], [8, 8, 8], [8, 3, 17], [20, 9, 33, 8]],
                          ids=["shorter-than-block", "exactly-one-block", "mixed", "several-blocks"])
 @pytest.mark.parametrize("cache", [False, True])
-def test_batched_equals_one_by_one(tiny64, lengths, cache):
-    cfg = dict(block_size=8, sub_block_size=4, threshold=0.3, use_sub_block_cache=cache, max_new_tokens=19)
+@pytest.mark.parametrize("eos_rule", ["fill_block", "stop"])
+def test_batched_equals_one_by_one(tiny64, lengths, cache, eos_rule):
+    cfg = dict(block_size=8, sub_block_size=4, threshold=0.3, use_sub_block_cache=cache, max_new_tokens=19,
+               eos_rule=eos_rule)
     ps = prompts(lengths, seed=7)
     batched = bd_generate(tiny64, ps, mask_token_id=MASK, stop_token_ids=[EOS, 17], **cfg)
     for p, seq in zip(ps, batched.sequences):

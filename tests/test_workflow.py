@@ -143,7 +143,7 @@ def test_changing_one_decoding_parameter_touches_only_its_jobs():
     assert changed == {(cfg["roles"]["main_bd"], cfg["columns"]["gsm8k"]["task"])}
     assert {k for k in sw0 if sw0[k] != sw1[k]} == {"threshold"}
     assert DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields() == {"block_size": 32, "sub_block_size": 8, "threshold": 0.9,
-                                                   "use_sub_block_cache": True}
+                                                   "use_sub_block_cache": True, "eos_rule": "fill_block"}
     assert plan.point_name("bd", DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields()) == "bd_b32_s8_t0.9_c1"
 
 

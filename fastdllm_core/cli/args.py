@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import ALGS, BLOCK_SIZE, CACHES, MDM_MODES, MODES, REMASKING, SUB_BLOCK_SIZE, DecodeConfig, parse_bool
+from ..config import (ALGS, BLOCK_SIZE, CACHES, EOS_RULES, MDM_MODES, MODES, REMASKING, SUB_BLOCK_SIZE, DecodeConfig,
+                      parse_bool)
 
 AR_BASELINE_HELP = "AR baseline: hf (dynamic cache) or hf_static (static cache + torch.compile on CUDA)"
 
@@ -73,6 +74,9 @@ def add_decode_args(p, *, task_length: bool = False, sampling: bool = True):
     d.add_argument("--sub-block-cache", "--use-sub-block-cache", dest="sub_block_cache", type=arg_bool, nargs="?",
                    const=True, default=False, metavar="BOOL",
                    help="use the sub-block (DualCache) cache (alone, or followed by true/false, on/off)")
+    d.add_argument("--eos-rule", choices=EOS_RULES, default="fill_block",
+                   help="bd: fill_block (the official batch_sample: positions after a row's first EOS are still "
+                        "unmasked until the block is full) or stop (they are not)")
     if sampling:
         d.add_argument("--temperature", type=float, default=0.0)
         d.add_argument("--top-p", type=float, default=1.0)
@@ -101,7 +105,8 @@ def decode_config(args, *, max_new_tokens: int | None = None, seed=None) -> Deco
     n_new = args.max_new_tokens if max_new_tokens is None else max_new_tokens
     block = args.block_size or (n_new if mode == "llada" and isinstance(n_new, int) else BLOCK_SIZE)
     return DecodeConfig(block_size=block, sub_block_size=args.sub_block_size,
-                        threshold=args.threshold, use_sub_block_cache=args.sub_block_cache, max_new_tokens=n_new,
+                        threshold=args.threshold, use_sub_block_cache=args.sub_block_cache,
+                        eos_rule=getattr(args, "eos_rule", "fill_block"), max_new_tokens=n_new,
                         temperature=getattr(args, "temperature", 0.0), top_p=getattr(args, "top_p", 1.0),
                         seed=getattr(args, "seed", None) if seed is None else seed, steps=args.steps,
                         remasking=args.remasking, alg=args.alg, alg_temp=args.alg_temp, eps=args.eps, cache=args.cache,

@@ -13,8 +13,11 @@ Per block:
    (bidirectional inside the block, every cached key visible), shifts the logits (the prediction for position j
    is the logit at j-1; for j = block start it is the previous forward's last logit) and unmasks, per row, every
    candidate whose confidence exceeds ``threshold`` (strictly), and always at least the most confident one.
-   Candidates are masked decodable positions of the current sub-block that lie before the row's first unmasked
-   EOS.  A step ends with one device-to-host copy that says which sub-blocks still have candidates.
+   Candidates are the masked decodable positions of the current sub-block (``eos_rule="fill_block"``, the
+   official ``batch_sample``: positions after a row's first unmasked EOS stay candidates, and through the
+   in-block attention they still change the tokens before it), or only those before the row's first unmasked
+   EOS (``eos_rule="stop"``).  A step ends with one device-to-host copy that says which sub-blocks still have
+   candidates.
 4. When no candidate is left, rows that are finished (EOS with everything before it decoded, or budget used) are
    dropped from the batch; the remaining rows' block is forwarded once more with a KV-cache write (the commit),
    whose last logit gives the first token of the next block.
@@ -154,14 +157,17 @@ class _BlockDecoder:
         return done_host
 
     def _candidates(self, blk, dec, b0: int):
-        """(candidates [B, D], sub-blocks with work, finished rows): masked decodable positions before a row's
-        first stop id.  One device-to-host copy per step: which sub-blocks still have work, and which rows are
-        finished (a stop id with everything before it decoded, or the budget used up by this block)."""
+        """(candidates [B, D], sub-blocks with work, finished rows): masked decodable positions (with
+        ``eos_rule="stop"`` only those before a row's first stop id).  One device-to-host copy per step: which
+        sub-blocks still have work, and which rows are finished (a stop id and no candidate left, or the budget
+        used up by this block)."""
         D, idx_D = self.D, self.idx_D
         masked = blk == self.mask_id
         is_stop = torch.isin(blk, self.stop_t) & dec & ~masked
         first_stop = torch.where(is_stop, idx_D, D).amin(dim=1)
-        cand_all = masked & dec & (idx_D[None] < first_stop[:, None])
+        cand_all = masked & dec
+        if self.cfg.eos_rule == "stop":
+            cand_all &= idx_D[None] < first_stop[:, None]
         done = ~cand_all.any(dim=1) & ((first_stop < D) | (self.limits_t <= b0 + D))
         host = torch.cat([cand_all.view(-1, self.n_sub, self.S).any(dim=2).any(dim=0), done]).tolist()
         self.syncs += 1

@@ -151,7 +151,8 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
     the continuation); this class adds the decoders, the context checks and the block-diffusion scores."""
 
     def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
-                 sub_block_size=8, threshold=0.9, use_sub_block_cache=False, max_new_tokens=256, temperature=0.0,
+                 sub_block_size=8, threshold=0.9, use_sub_block_cache=False, eos_rule="fill_block",
+                 max_new_tokens=256, temperature=0.0,
                  top_p=1.0, seed=None, batch_size=8, device="cpu", dtype="auto", attn_implementation=None,
                  ar_baseline="hf", loglikelihood_method=None, max_length=None, truncate_prompts=False,
                  steps=None, remasking="low_confidence", alg="entropy", alg_temp=0.0, eps=1e-3, cache="none",
@@ -191,7 +192,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
         self.decode = DecodeConfig(
             block_size=_opt_int(block_size) or BLOCK_SIZE, sub_block_size=int(sub_block_size),
             threshold=None if str(threshold).strip().lower() == "none" else float(threshold),
-            use_sub_block_cache=_as_bool(use_sub_block_cache), max_new_tokens=n_new,
+            use_sub_block_cache=_as_bool(use_sub_block_cache), eos_rule=str(eos_rule), max_new_tokens=n_new,
             temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed), steps=_opt_int(steps),
             remasking=str(remasking), alg=str(alg), alg_temp=float(alg_temp), eps=float(eps), cache=str(cache),
             logits_eos_inf=_as_bool(logits_eos_inf), confidence_eos_eot_inf=_as_bool(confidence_eos_eot_inf),

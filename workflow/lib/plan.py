@@ -290,7 +290,7 @@ def point_limit(point: str) -> int | None:
 
 def base_decode(config: dict) -> dict:
     """The accuracy setting (config ``decode:``) as a dict of the fields a point carries."""
-    d = config["decode"]
+    d = {"eos_rule": DecodeConfig().eos_rule, **config["decode"]}  # eos_rule: optional, the default when absent
     return {k: d[k] for k in SLUG_FIELDS}
 
 
