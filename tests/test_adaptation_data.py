@@ -110,7 +110,7 @@ def test_trained_rows_without_data_are_na_and_plan_no_training(monkeypatch, tmp_
     monkeypatch.chdir(tmp_path)  # no data/sft/adaptation_train.jsonl here
     c = plan_data.mark_unavailable(plan.expand_seeds(_paper()))
     na = {n for n, m in c["models"].items() if m.get("train_unavailable")}
-    assert na == {"nemo_ft_1.5b", "bd_naive_1.5b", "bd_pad_1.5b", "bd_pad_cm_1.5b"}
+    assert na == {"nemo_ft_1.5b", "nemo_ft_7b", "bd_naive_1.5b", "bd_pad_1.5b", "bd_pad_cm_1.5b"}
     assert "data.adaptation.local_dir" in c["models"]["nemo_ft_1.5b"]["train_unavailable"]
     assert "data.train_files" in c["models"]["nemo_ft_1.5b"]["train_unavailable"]
     assert plan.trained_models(c) == [] and plan.model_inputs(c, "nemo_ft_1.5b") == []
