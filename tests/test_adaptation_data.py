@@ -100,6 +100,33 @@ def test_build_is_seeded_budgeted_and_has_a_manifest(standin, tmp_path):
     assert on_disk["dataset"] == ad.DATASET and on_disk["revision"] == "main" and on_disk["config"]["seed"] == 3
 
 
+def test_a_hub_snapshot_records_the_commit_that_main_resolved_to(standin, tmp_path, monkeypatch):
+    """``revision: main`` moves; the manifest pins the snapshot's commit (huggingface_hub's snapshots/<sha>)."""
+    import shutil
+
+    import huggingface_hub
+
+    src, tok = standin
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    snap = tmp_path / "hub" / "datasets--nvidia--x" / "snapshots" / sha
+    shutil.copytree(src, snap)
+    asked = {}
+
+    def fake_download(repo_id, **kw):
+        asked.update(kw, repo_id=repo_id)
+        return str(snap)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    m = ad.build({"token_budget": 300, "subsets": ["math"]}, tok, tmp_path / "a.jsonl", progress=False)
+    assert asked["repo_id"] == ad.DATASET and asked["revision"] == "main" and asked["repo_type"] == "dataset"
+    assert m["revision"] == "main" and m["revision_commit"] == sha
+    local = ad.build({"local_dir": str(src), "token_budget": 300, "subsets": ["math"]}, tok, tmp_path / "b.jsonl",
+                     progress=False)
+    assert local["revision_commit"] is None and local["source"] == str(src)
+
+
 def _paper():
     c = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     return dict(c, results_dir="results")

@@ -64,20 +64,9 @@ def test_a_bad_released_with_is_named(edit, field):
         plan_checks.check(cfg)
 
 
-def _settings_without_files(monkeypatch):
-    """The build settings are a function of the config, not of the training files (which a DAG run makes before
-    the release rule reads them, and a fresh clone has not): read them without TrainConfig's file check."""
-    from fastdllm_core.training.config import TrainConfig
-
-    real = TrainConfig.from_dict
-    monkeypatch.setattr(TrainConfig, "from_dict", classmethod(lambda cls, raw, check_files=True: real(
-        raw, check_files=False)))
-
-
-def test_the_committed_release_is_current(monkeypatch):
+def test_the_committed_release_is_current():
     """Fails when the released base is stale: its files changed, or the training settings / stored training
     numerics that build it moved since its manifest was written."""
-    _settings_without_files(monkeypatch)
     cfg = released.resolve(_config(build_released=True))
     src = ROOT / _config()["models"]["ar_base"]["source"]
     key = release.config_digest(released.build_settings(cfg, "ar_base"))

@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from ..provenance import atomic_path, write_json_atomic
@@ -103,6 +104,14 @@ def source_dir(c: dict) -> Path:
         raise AdaptationDataUnavailable(
             f"cannot download {c['dataset']}@{c['revision']} ({type(exc).__name__}: {exc}); set "
             f"{LOCAL_DIR_KEY} to a local copy (SFT/<subset>/*.jsonl)") from exc
+
+
+def snapshot_commit(root) -> str | None:
+    """The dataset commit a Hub snapshot directory holds (``huggingface_hub`` keeps each revision it downloads as
+    ``.../snapshots/<commit>``: ``main`` resolved to what it was on the day), else None (a local copy that is not
+    a snapshot: its provenance is the ``local_dir`` the manifest records)."""
+    root = Path(root).resolve()
+    return root.name if root.parent.name == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", root.name) else None
 
 
 def to_training_row(row: dict, reasoning: str = "off", keep_system_prompt: bool = False) -> dict | None:
@@ -193,7 +202,8 @@ def build(cfg: dict, tokenizer, out_path, progress: bool = True) -> dict:
         if not sum(s["rows"] for s in stats.values()):
             raise ValueError(f"data.adaptation: no rows selected from {root} (subsets {c['subsets']}, reasoning "
                              f"{c['reasoning']!r})")
-    manifest = {"dataset": c["dataset"], "revision": c["revision"], "source": str(root),
+    manifest = {"dataset": c["dataset"], "revision": c["revision"], "revision_commit": snapshot_commit(root),
+                "source": str(root),
                 "output": str(out_path), "sha256": h.hexdigest(),
                 "rows": sum(s["rows"] for s in stats.values()), "tokens": sum(s["tokens"] for s in stats.values()),
                 "subsets": stats, "tokenizer": getattr(tokenizer, "name_or_path", ""), "config": c}

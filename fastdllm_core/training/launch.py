@@ -110,10 +110,13 @@ def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] 
     allocation (:func:`launch_command`); in this process when that is one GPU."""
     env = dict(os.environ if env is None else env)
     per_node = gpus_on_node(env)
-    cmd = launch_command(env, [], processes_per_node=per_node, optim=cfg.optim)  # named errors first
-    if per_node == 1 and cmd[0] != "srun":
+
+    def command(args: list[str]) -> list[str]:  # checks the batch split and the allocation (named errors)
+        return launch_command(env, args, processes_per_node=per_node, optim=cfg.optim)
+
+    if per_node == 1 and command([])[0] != "srun":  # before any process starts
         return train(cfg, output_dir)
-    return train_launched(cfg, output_dir, lambda a: launch_command(env, a, processes_per_node=per_node), env)
+    return train_launched(cfg, output_dir, command, env)
 
 
 def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: int) -> Path:

@@ -27,7 +27,6 @@ launch command, one process per GPU across nodes, or CPU processes).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math

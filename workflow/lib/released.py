@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 
+import pairs
 import plan
 
 
@@ -60,11 +61,8 @@ def builds(config: dict) -> list[str]:
 
 def build_chain(config: dict, name: str) -> list[str]:
     """``name`` and the models it is trained from, first stage first (``ar_pretrained``, ``ar_base``)."""
-    chain, cur = [], name
-    while cur in config["models"] and plan.is_trained(config["models"][cur]):
-        chain.insert(0, cur)
-        cur = config["models"][cur]["train"]["init"]
-    return chain
+    models = config["models"]
+    return [m for m in reversed([name, *pairs.init_chain(config, name)]) if m in models and plan.is_trained(models[m])]
 
 
 # the synthetic suite's settings that decide the base's training data (which problems are held out for testing,
@@ -82,7 +80,8 @@ def build_settings(config: dict, name: str) -> dict:
     chain = build_chain(config, name)
     stages = {}
     for stage in chain:
-        cfg = TrainConfig.from_dict(plan.training_config(config, stage, plan.train_files(config, stage))).to_dict()
+        raw = plan.training_config(config, stage, plan.train_files(config, stage))
+        cfg = TrainConfig.from_dict(raw, check_files=False).to_dict()  # a digest of settings, not of files
         init = config["models"][stage]["train"]["init"]
         cfg["model"]["init"] = init  # a stage name or "tiny", not a run directory
         cfg["data"]["train_files"] = [config["models"][stage]["train"].get("dataset", "adapt")]

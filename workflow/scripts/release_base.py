@@ -8,6 +8,7 @@ from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import json
+    from pathlib import Path
 
     import pandas as pd
 
@@ -19,6 +20,7 @@ with logged(snakemake):  # noqa: F821
     sm = snakemake  # noqa: F821
     cfg = sm.config
     acc = pd.concat([pd.read_csv(f) for f in sm.input.accuracy], ignore_index=True)
+    metrics = {Path(f).parent.name: f for f in sm.input.metrics}  # the stage's training curve, by stage name
     written = {}
     for name in sm.params.builds:
         chain = released.build_chain(cfg, name)
@@ -26,7 +28,7 @@ with logged(snakemake):  # noqa: F821
         cases = released.numerics_cases(cfg, name)
         stages = {}
         for stage in chain:
-            last = pd.read_csv(f"{plan.run_dir(cfg)}/models/{stage}/training_metrics.csv").iloc[-1]
+            last = pd.read_csv(metrics[stage]).iloc[-1]
             stages[stage] = {k: (last[k].item() if hasattr(last[k], "item") else last[k])
                              for k in ("recipe", "step", "loss", "tokens_seen", "world_size", "torch_threads",
                                        "git_commit", "cpu", "cpu_isa", "mkl_cbwr", "torch_version",
