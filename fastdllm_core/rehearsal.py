@@ -173,7 +173,7 @@ def lm_eval_leaves(task: str) -> list[str]:
     """The leaf tasks of lm-eval group ``task`` (``minerva_math``, ``mmlu``): one local file each."""
     from .evaluation.tasks import LM_EVAL_NAME, _task_manager, leaf_tasks
 
-    return leaf_tasks(_task_manager(), LM_EVAL_NAME[task])
+    return leaf_tasks(_task_manager(LM_EVAL_NAME[task]), LM_EVAL_NAME[task])
 
 
 def write_standin_data(out_dir, n_items: int = 8, seed: int = 0, tasks=None, n_train: int = 32) -> dict[str, Path]:

@@ -24,7 +24,7 @@ def test_declared_floor_is_the_version_with_the_apis_used():
     assert Version(version("lm_eval")) >= Version(tasks.LM_EVAL_MIN)
     from lm_eval.tasks import _yaml_loader  # noqa: F401 - the module official_config imports
 
-    entry = tasks._task_manager().task_index["gsm8k"]
+    entry = tasks._task_manager("gsm8k").task_index["gsm8k"]
     assert entry.kind.name == "TASK" and entry.yaml_path is not None
 
 

@@ -30,7 +30,7 @@ def hub_spec(task: str = "gsm8k") -> dict:
     field lm-eval's ``doc_to_text`` puts in the prompt, ``question`` for GSM8K)."""
     from ..evaluation.tasks import LM_EVAL_NAME, _task_manager, official_config
 
-    cfg = official_config(_task_manager(), LM_EVAL_NAME[task])
+    cfg = official_config(_task_manager(LM_EVAL_NAME[task]), LM_EVAL_NAME[task])
     m = re.search(r"\{\{\s*(\w+)", str(cfg.get("doc_to_text", "")))
     if not m:
         raise RuntimeError(f"lm-eval's {task} doc_to_text names no document field: {cfg.get('doc_to_text')!r}")

@@ -21,7 +21,7 @@ def _write_task_yaml(directory: Path, task: str, name: str, data_path: str) -> N
 
     from ..evaluation.tasks import _gsm8k_form, _task_manager
 
-    cfg = _gsm8k_form(_task_manager(), task, Path(data_path).resolve(), "paper")
+    cfg = _gsm8k_form(_task_manager("gsm8k"), task, Path(data_path).resolve(), "paper")
     cfg["task"] = name
     # filters/metrics are plain data in gsm8k's YAML, so the config serialises as-is
     (directory / f"{name}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

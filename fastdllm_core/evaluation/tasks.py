@@ -46,13 +46,26 @@ def check_lm_eval_version(version: str | None = None) -> None:
                            f"'lm-eval[math,ifeval]>={LM_EVAL_MIN}'")
 
 
-@functools.lru_cache(maxsize=1)
-def _task_manager():
-    """lm-eval's task index (built once per process: indexing every task YAML takes seconds)."""
+# the folders of lm_eval/tasks that define each official task used here (its groups, tags and subtasks; the
+# minerva_math group is in benchmarks/)
+LM_EVAL_FOLDER = {"gsm8k": ("gsm8k",), "minerva_math": ("minerva_math", "benchmarks"), "ifeval": ("ifeval",),
+                  "mmlu": ("mmlu",), "gpqa_main_n_shot": ("gpqa",)}
+
+
+@functools.lru_cache(maxsize=None)
+def _task_manager(name: str | None = None):
+    """lm-eval's task index for the official task ``name``: only the folders that define it (indexing all of
+    lm-eval's ~15,000 task YAMLs takes 10-40 s per process, once in every evaluation job; the task's configs are
+    the same).  None: an empty index, for tasks given as configs (the stand-ins).  A name not in
+    :data:`LM_EVAL_FOLDER`: the whole index.  Built once per process."""
     check_lm_eval_version()
+    import lm_eval
     from lm_eval.tasks import TaskManager
 
-    return TaskManager()
+    if name is not None and name not in LM_EVAL_FOLDER:
+        return TaskManager()
+    folders = [] if name is None else [Path(lm_eval.__file__).parent / "tasks" / f for f in LM_EVAL_FOLDER[name]]
+    return TaskManager(include_path=[str(f) for f in folders] or None, include_defaults=False)
 
 
 def official_config(tm, name: str) -> dict:
@@ -148,9 +161,9 @@ def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") 
         from ..synthetic.lm_eval_tasks import config
 
         path = resolve_stand_in_path(task, data_path)
-        return [config(task, path)], {"source": str(path), "task_manager": _task_manager()}
+        return [config(task, path)], {"source": str(path), "task_manager": _task_manager(None)}
     if task in ("gsm8k", "synth_arith"):
-        tm = _task_manager()
+        tm = _task_manager("gsm8k")
         path = resolve_gsm8k_path(task, data_path)
         if path is None:  # Hub: lm-eval's own gsm8k with the paper's zero-shot setting
             cfg = official_config(tm, "gsm8k")
@@ -175,7 +188,7 @@ def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") 
             + (", or a directory of <subtask>.jsonl, one per subtask" if task in ("mmlu", "minerva_math") else "")
             + ")" + ("; MATH and IFEval also need lm-eval's extras (pip install 'lm-eval[math,ifeval]')"
                      if task in ("minerva_math", "ifeval") else ""))
-    tm = _task_manager()
+    tm = _task_manager(name)
     leaves = leaf_tasks(tm, name)
     specs = []
     for leaf in leaves:
