@@ -28,7 +28,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CONFIGFILES=("$@")
 TRAIN_ONLY="${REHEARSAL_TRAIN_ONLY:-}"
 if [ ${#CONFIGFILES[@]} -eq 0 ]; then
-  if [ -n "$TRAIN_ONLY" ]; then CONFIGFILES=(config/paper.yaml config/rehearsal.yaml); else CONFIGFILES=(config/ci.yaml); fi
+  CONFIGFILES=(config/ci.yaml)
+  [ -z "$TRAIN_ONLY" ] || CONFIGFILES=(config/paper.yaml config/rehearsal.yaml)
 fi
 [ -z "$TRAIN_ONLY" ] || REHEARSAL_SKIP_TESTONLY=1
 T="${REHEARSAL_DIR:-/tmp/slurm-rehearsal}"
