@@ -105,7 +105,11 @@ def test_slurm_profile_sbatch_flags():
     cpu = _sbatch(prof["default-resources"])
     assert "--gpus" not in cpu and "--ntasks=1" in cpu and "--mem 8000" in cpu
     rehearsal = _profile("slurm-rehearsal")
-    assert "--gpus" not in _sbatch({**rehearsal["default-resources"], **rehearsal["set-resources"]["train_model"]})
+    rtrain = _sbatch({**rehearsal["default-resources"], **rehearsal["set-resources"]["train_model"]})
+    # the real profile's shape on the 2-CPU node: one node, one batch task (the plugin writes --ntasks=1 for a job
+    # without GPUs, and nothing -- SLURM's default, one task -- for a GPU job), a CPU per training process
+    assert "--gpus" not in rtrain and "--ntasks=1" in rtrain
+    assert "--nodes=1" in rtrain and "--cpus-per-task=2" in rtrain
 
 
 # what Snakemake itself resolves (snakemake.cli.parse_args, the parsing `snakemake` runs): the workflow profile

@@ -13,7 +13,7 @@ import yaml
 from safetensors.torch import load_file
 
 from fastdllm_core.training.config import OptimConfig, TrainConfig
-from fastdllm_core.training.launch import gpus_on_node, launch_command, train_args
+from fastdllm_core.training.launch import gpus_on_node, launch_command, train_args, train_gpus
 from fastdllm_core.training.loop import train
 from fastdllm_core.training.memory import choose_engine
 from test_train import ROOT, cfg, data_file  # noqa: F401  (the fixture)
@@ -173,6 +173,18 @@ def test_launch_command_slurm_nodes():
 def test_launch_command_named_errors(env, kw, match):
     with pytest.raises(ValueError, match=match):
         launch_command(env, ARGS, hostnames=lambda nl: ["gpu01", "gpu02"], **kw)
+
+
+@pytest.mark.parametrize("env,match", [
+    ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, "4 micro-batches cannot be split over 3 processes"),  # one node, 3 GPUs
+    ({**SLURM2, "CUDA_VISIBLE_DEVICES": "0,1,2"}, "4 micro-batches cannot be split over 6 processes"),  # 2 x 3
+    ({"CUDA_VISIBLE_DEVICES": ""}, "GPUs per node: none given or found"),
+])
+def test_train_gpus_names_bad_input_before_any_process(tmp_path, data_file, env, match):  # noqa: F811
+    """The GPU launch checks the GPU count against the batch before it writes anything or starts a process."""
+    with pytest.raises(ValueError, match=match):
+        train_gpus(TrainConfig.from_dict(run_cfg(data_file)), tmp_path / "run", env=env)
+    assert not (tmp_path / "run").exists()
 
 
 def test_gpus_on_node():

@@ -8,19 +8,30 @@
 #
 #   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (~10 min on 2 cores)
 #   bash scripts/dev/slurm_rehearsal.sh config/paper.yaml config/rehearsal.yaml    # any --configfile list
+#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b bash scripts/dev/slurm_rehearsal.sh             # one training job (~5 min)
 #
 # Options (environment): REHEARSAL_DIR (scratch, default /tmp/slurm-rehearsal: the cluster's state and logs, and a
 # copy of the repository's working tree -- tracked and untracked, not ignored files -- that the DAG runs in, with a
 # fresh results/), REHEARSAL_SKIP_INSTALL=1 (do not apt-get), REHEARSAL_SKIP_WORKLOAD=1 / REHEARSAL_SKIP_TESTONLY=1
 # (skip the DAG run / the profiles/slurm check), REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g.
-# a target).  Needs root (daemons, apt-get).
-# Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt).
-# Exit status: the DAG run's.
+# a target), REHEARSAL_TRAIN_ONLY=<model> (only that model's train_model job and the jobs it needs; configs default
+# to config/paper.yaml config/rehearsal.yaml; no profiles/slurm check): the training job is then checked with
+# `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/dev/slurm_train_check.py: every
+# step COMPLETED, the nodes and CPUs asked for, one task per node, nodes x cpus_per_task training processes).
+# Needs root (daemons, apt-get).
+# Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt;
+# train_sacct.txt, train_check.txt with REHEARSAL_TRAIN_ONLY).
+# Exit status: the DAG run's, else 1 when the training job's check fails.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CONFIGFILES=("$@")
-[ ${#CONFIGFILES[@]} -gt 0 ] || CONFIGFILES=(config/ci.yaml)
+TRAIN_ONLY="${REHEARSAL_TRAIN_ONLY:-}"
+if [ ${#CONFIGFILES[@]} -eq 0 ]; then
+  CONFIGFILES=(config/ci.yaml)
+  [ -z "$TRAIN_ONLY" ] || CONFIGFILES=(config/paper.yaml config/rehearsal.yaml)
+fi
+[ -z "$TRAIN_ONLY" ] || REHEARSAL_SKIP_TESTONLY=1
 T="${REHEARSAL_DIR:-/tmp/slurm-rehearsal}"
 CLUSTER=rehearsal PARTITION=rehearsal ACCOUNT=rehearsal
 # ports of their own, so that a SLURM or MariaDB already on this machine is not touched
@@ -190,8 +201,27 @@ copy_tree "$W"
 [ -e "$REPO/../shared" ] && ln -sfn "$(cd "$REPO/../shared" && pwd)" "$T/work/shared"  # shared_dir: ../shared
 cd "$W"
 export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+TARGET=()
+if [ -n "$TRAIN_ONLY" ]; then  # the model's training metrics under the run's results directory (plan.run_dir)
+  TARGET=("$(python - "$TRAIN_ONLY" config/config.yaml "${CONFIGFILES[@]}" <<'PY'
+import sys
+import yaml
+from snakemake.utils import update_config
+sys.path.insert(0, "workflow/lib")
+import plan
+config = {}
+for f in sys.argv[2:]:
+    update_config(config, yaml.safe_load(open(f)) or {})
+model = sys.argv[1]
+if "train" not in (config["models"].get(model) or {}):
+    sys.exit(f"REHEARSAL_TRAIN_ONLY={model!r}: no such trained model in {sys.argv[2:]} "
+             f"(trained: {sorted(m for m, v in config['models'].items() if 'train' in (v or {}))})")
+print(f"{plan.run_dir(config)}/models/{model}/training_metrics.csv")
+PY
+)")
+fi
 # shellcheck disable=SC2206
-CMD=(snakemake --profile profiles/slurm-rehearsal ${REHEARSAL_SNAKEMAKE_ARGS:-} --configfile "${CONFIGFILES[@]}")
+CMD=(snakemake --profile profiles/slurm-rehearsal ${REHEARSAL_SNAKEMAKE_ARGS:-} "${TARGET[@]}" --configfile "${CONFIGFILES[@]}")
 log "running: ${CMD[*]}  (in $W)"
 start=$(date +%s)
 set +e
@@ -209,6 +239,30 @@ n_sub=$(grep -c 'has been submitted with SLURM jobid' "$T/evidence/snakemake.log
 n_done=$(sacct -X -n -P --starttime "$(date -d @"$start" +%Y-%m-%dT%H:%M:%S)" -o State | grep -c '^COMPLETED$' || true)
 n_other=$(sacct -X -n -P --starttime "$(date -d @"$start" +%Y-%m-%dT%H:%M:%S)" -o State | grep -vc '^COMPLETED$' || true)
 grep -E 'sched: Allocate|_job_complete: JobId=.* done' "$T/log/slurmctld.log" >"$T/evidence/slurmctld_jobs.txt" || true
+
+# ---- the training job against the profile's request (REHEARSAL_TRAIN_ONLY) -----------------------------------------
+train="not run (REHEARSAL_TRAIN_ONLY unset)"; check_rc=0
+if [ -n "$TRAIN_ONLY" ]; then
+  train_id=$(sacct -X -n -P --starttime "$(date -d @"$start" +%Y-%m-%dT%H:%M:%S)" -o JobID,Comment \
+    | awk -F'|' -v c="rule_train_model_wildcards_$TRAIN_ONLY" '$2 == c {print $1}' | tail -1)
+  if [ -z "$train_id" ]; then
+    echo "TRAIN CHECK FAILED: no train_model job of $TRAIN_ONLY in sacct" | tee "$T/evidence/train_check.txt" >&2
+    check_rc=1
+  else
+    fmt=JobID,JobName,NNodes,NTasks,AllocCPUS,State
+    sacct -j "$train_id" --format="$fmt%12,ExitCode,Elapsed" >"$T/evidence/train_sacct.txt" 2>&1 || true
+    sacct -j "$train_id" -n -P --format="$fmt" >"$T/evidence/train_sacct_parsable.txt"
+    grep -E 'training processes|final checkpoint|torch.distributed|rank' "$W/$(dirname "${TARGET[0]}")/../../logs/train/$TRAIN_ONLY.log" \
+      >"$T/evidence/train_log_excerpt.txt" 2>/dev/null || true
+    set +e
+    python "$REPO/scripts/dev/slurm_train_check.py" "$T/evidence/train_sacct_parsable.txt" \
+      profiles/slurm-rehearsal/config.yaml "${TARGET[0]}" >"$T/evidence/train_check.txt" 2>&1
+    check_rc=$?
+    set -e
+    cat "$T/evidence/train_sacct.txt" "$T/evidence/train_check.txt" >&2
+  fi
+  train="job $train_id: $(tail -1 "$T/evidence/train_check.txt")"
+fi
 
 # ---- profiles/slurm (the GPU cluster's profile) against this controller: sbatch --test-only ------------------------
 testonly=skipped
@@ -260,6 +314,8 @@ fi
   echo "wall time: ${wall} s (snakemake alone; cluster start-up not counted)"
   echo "node:      $(grep "^$HOST " "$T/evidence/sinfo.txt")"
   echo "profiles/slurm check: $testonly"
+  echo "training job check: $train"
 } | tee "$T/evidence/summary.txt" >&2
 cp "$T/log/slurmctld.log" "$T/log/slurmdbd.log" "$T/evidence/" 2>/dev/null || true
+[ "$smk_rc" != 0 ] || smk_rc=$check_rc
 exit "$smk_rc"
