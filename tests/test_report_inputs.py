@@ -83,6 +83,8 @@ def _build(name, config, out: Path, acc, thr):
     import report_specs
     from analysis.tables import write_table
 
+    out.parent.mkdir(exist_ok=True)
+
     if name in report_rules.TABLE_NAMES:
         write_table(report_specs.build_table(name, config, acc=acc), out.with_suffix(".md"), out.with_suffix(".tex"))
         return [out.with_suffix(".md"), out.with_suffix(".tex")]
@@ -107,8 +109,8 @@ def test_each_report_from_its_own_inputs_is_the_report_from_every_result(cfg, tm
         own_thr = (load_throughput(report_inputs.throughput_inputs(c, name))
                    if name in report_inputs.FIGURE_SWEEPS else None)
         assert own_acc is None or len(own_acc) < len(full_acc), name  # a part of the results, not all
-        a = _build(name, c, tmp_path / f"{name}.full", full_acc, full_thr)
-        b = _build(name, c, tmp_path / f"{name}.own", own_acc, own_thr)
+        a = _build(name, c, tmp_path / "full" / name, full_acc, full_thr)
+        b = _build(name, c, tmp_path / "own" / name, own_acc, own_thr)
         for x, y in zip(a, b):
             assert filecmp.cmp(x, y, shallow=False), f"{name}: {x.name} differs from {y.name}"
 
