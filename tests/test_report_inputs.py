@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -140,3 +141,36 @@ def test_paper_tables_of_released_checkpoints_plan_no_training_when_training_dat
     assert "train_model" not in stats and "collect_accuracy" not in stats and "collect_training" not in stats
     stats = _dry_run(["table1_main"], tmp_path / "paper.yaml", tmp_path)
     assert int(stats.get("train_model", 0)) >= 2, stats  # nemo_ft_1.5b, nemo_ft_7b
+
+
+class _Named(dict):
+    """A rule's named inputs / outputs as the scripts read them (``items()``, attributes)."""
+    __getattr__ = dict.__getitem__
+
+
+@pytest.mark.parametrize("name", ["table3_subblock_size", "fig_threshold_gsm8k", "fig_gpu_batch_throughput"])
+def test_report_scripts_read_their_list_of_inputs(name, tmp_path, monkeypatch):
+    """make_table.py / make_figure.py as the rule runs them (its inputs: lists of per-job CSVs, an empty list for a
+    sweep this run has not) write what the collected CSVs give."""
+    import runpy
+
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    c = dict(_config("config.yaml"), results_dir=str(tmp_path / "results"))
+    run = Path(plan.run_dir(c))
+    _write_results(c, run)
+    spec = next(s for s in report_rules.report_rules(c) if s["name"] == name)
+    files = {"acc": lambda: report_inputs.accuracy_inputs(c, name), "gpu": lambda: [],
+             "thr": lambda: report_inputs.throughput_inputs(c, name)}
+    inputs = _Named({k: files[k]() for k in spec["inputs"]})
+    assert name != "fig_gpu_batch_throughput" or inputs["thr"] == []  # no gpu_batch sweep on the CPU default
+    table = spec["kind"] == "table"
+    exts = ("md", "tex") if table else ("png", "pdf")
+    out = _Named({e: str(tmp_path / "rule" / f"{name}.{e}") for e in exts})
+    (tmp_path / "rule").mkdir()
+    scripts = ROOT / "workflow" / "scripts"
+    sm = SimpleNamespace(input=inputs, output=out, params=SimpleNamespace(name=name), config=c, log=[], threads=1,
+                         scriptdir=str(scripts))
+    runpy.run_path(str(scripts / ("make_table.py" if table else "make_figure.py")), init_globals={"snakemake": sm})
+    want = _build(name, c, tmp_path / "full" / name, load_csv(run / "accuracy.csv"),
+                  load_throughput(run / "throughput.csv"))
+    assert filecmp.cmp(want[0], out[exts[0]], shallow=False), name
