@@ -1,6 +1,8 @@
 """Reading the tidy results CSVs and selecting measurements from them."""
 from __future__ import annotations
 
+import csv
+import io
 import math
 from pathlib import Path
 
@@ -22,10 +24,29 @@ def load_csv(path) -> pd.DataFrame:
     return df
 
 
+def load_csvs(paths) -> pd.DataFrame:
+    """Several results CSVs (a table's or figure's per-job inputs) as one DataFrame, read exactly as the one CSV
+    that ``collect.py`` concatenates of them would be: rows in the order given, columns the union in first-seen
+    order, missing cells empty (empty when there are no rows)."""
+    rows: list[dict] = []
+    for p in paths:
+        with open(p, newline="") as fh:
+            rows += list(csv.DictReader(fh))
+    if not rows:
+        return pd.DataFrame()
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    w.writerows({k: r.get(k, "") for k in columns} for r in rows)
+    return pd.read_csv(io.StringIO(buf.getvalue()), keep_default_na=False, na_values=[""])
+
+
 def load_throughput(path) -> pd.DataFrame:
     """A throughput CSV without its ``n/a`` rows (a model of the sweep that could not be loaded: ``status`` not
-    ``ok``, the reason in ``note``, no measurement): the figures and the summary draw the measured rows only."""
-    df = load_csv(path)
+    ``ok``, the reason in ``note``, no measurement): the figures and the summary draw the measured rows only.
+    A list of paths is read as one CSV (:func:`load_csvs`)."""
+    df = load_csvs(path) if isinstance(path, (list, tuple)) else load_csv(path)
     if not df.empty and "status" in df.columns:
         df = df[df["status"].fillna("ok").astype(str) == "ok"].reset_index(drop=True)
     return df

@@ -20,16 +20,18 @@ def _figure(name: str, doc: str, inputs: tuple, message: str | None = None) -> d
             "message": None if message is None else f"{message} -> {{output.png}}: {{summary}}"}
 
 
-# (spec, summary of the models it shows: config -> text); inputs name results in REPORT_INPUTS of reports.smk
+# (spec, summary of the models it shows: config -> text); inputs name the kinds of results it reads (acc: the
+# evaluation jobs of the models it shows, thr: its throughput sweep; workflow/lib/report_inputs.py), made into
+# files by report_input_files of workflow/rules/common.smk
 SPECS = [
-    (_table("table1_main", "Table 1: main results", ("acc", "train"), "Table 1 (main results)"),
+    (_table("table1_main", "Table 1: main results", ("acc",), "Table 1 (main results)"),
      lambda c: f"models {summaries.table_rows_summary(c, 'table1')}"),
-    (_table("table2_recipe_ablation", "Table 2: training recipe ablation", ("acc", "train"),
+    (_table("table2_recipe_ablation", "Table 2: training recipe ablation", ("acc",),
             "Table 2 (training recipe ablation)"),
      lambda c: f"models {summaries.table_rows_summary(c, 'table2')}"),
-    (_table("table3_subblock_size", "Table 3: sub-block size", ("acc", "train"), "Table 3 (sub-block size)"),
+    (_table("table3_subblock_size", "Table 3: sub-block size", ("acc",), "Table 3 (sub-block size)"),
      lambda c: f"model {summaries.role_summary(c, 'ablation_bd')}"),
-    (_table("table4_block_size_mismatch", "Table 4: inference block size", ("acc", "train"),
+    (_table("table4_block_size_mismatch", "Table 4: inference block size", ("acc",),
             "Table 4 (inference block size)"),
      lambda c: f"model {summaries.role_summary(c, 'ablation_bd')}"),
     (_table("table5_case_single_turn", "Table 5: single-turn case study", ("cases_single_turn",)), None),

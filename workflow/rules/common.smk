@@ -10,6 +10,7 @@ import plan_checks  # noqa: E402
 import plan_data  # noqa: E402  (the adaptation data; trained rows without training data)
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
 import released  # noqa: E402  (released checkpoints the DAG can also build)
+import report_inputs  # noqa: E402  (which results each table and figure reads)
 import report_rules  # noqa: E402  (the tables and figures)
 
 # a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
@@ -110,17 +111,25 @@ def model_runtime(wildcards, attempt):
     return (240 if config["scale"].startswith("paper") else 30) * attempt
 
 
-# inputs and outputs of the table and figure rules (workflow/rules/reports.smk)
-REPORT_INPUTS = {
-    "acc": f"{R}/accuracy.csv",
-    "train": f"{R}/training_metrics.csv",
-    "thr": f"{R}/throughput.csv",
-    "cases_single_turn": f"{R}/cases/single_turn.csv",
-    "cases_multi_turn": f"{R}/cases/multi_turn.csv",
-    "gpu": plan.gpu_result_files(RESULTS),
-}
+# inputs and outputs of the table and figure rules (workflow/rules/reports.smk): each reads only the results of
+# what it shows (workflow/lib/report_inputs.py), never the collected accuracy.csv / throughput.csv, so that a table
+# of released checkpoints does not wait on a training job
 # named inputs as the scripts read them: the case studies' CSV is `cases`
 REPORT_INPUT_NAMES = {"cases_single_turn": "cases", "cases_multi_turn": "cases"}
+
+
+def report_input_files(spec):
+    """Named inputs of a table's or figure's rule: acc, the evaluation-job CSVs of the models it shows; thr, its
+    throughput sweep's CSV; the case studies; the GPU result files."""
+    name = spec["name"]
+    files = {
+        "acc": lambda: report_inputs.accuracy_inputs(config, name, EVAL_JOBS),
+        "thr": lambda: report_inputs.throughput_inputs(config, name),
+        "cases_single_turn": lambda: f"{R}/cases/single_turn.csv",
+        "cases_multi_turn": lambda: f"{R}/cases/multi_turn.csv",
+        "gpu": lambda: plan.gpu_result_files(RESULTS),
+    }
+    return {REPORT_INPUT_NAMES.get(k, k): files[k]() for k in spec["inputs"]}
 
 
 def report_outputs(spec):

@@ -9,7 +9,7 @@ def report_rule(spec):
         name:
             spec["name"]
         input:
-            **{REPORT_INPUT_NAMES.get(k, k): REPORT_INPUTS[k] for k in spec["inputs"]},
+            **report_input_files(spec),
         output:
             **report_outputs(spec),
         params:

@@ -6,12 +6,14 @@ from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import report_specs
-    from analysis.results_io import load_csv, load_throughput
+    from analysis.results_io import load_csvs, load_throughput
 
     sm = snakemake  # noqa: F821
-    inp = dict(sm.input.items())
-    gpu = [load_throughput(p) for p in (inp.get("gpu") or [])] if "gpu" in inp else []
+    inp = {k: [v] if isinstance(v, str) else list(v) for k, v in sm.input.items()}
+    gpu = [load_throughput(p) for p in inp.get("gpu", [])]
+    # acc: the evaluation-job CSVs of the models the figure shows; thr: its own throughput sweep's CSV
+    # (workflow/lib/report_inputs.py), each read as one frame
     report_specs.draw_figure(sm.params.name, sm.config, sm.output.png, sm.output.pdf,
-                             acc=load_csv(inp["acc"]) if "acc" in inp else None,
+                             acc=load_csvs(inp["acc"]) if "acc" in inp else None,
                              thr=load_throughput(inp["thr"]) if "thr" in inp else None, gpu_frames=gpu)
     print(f"wrote {sm.output.png} and {sm.output.pdf}")

@@ -6,12 +6,13 @@ from _log import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import report_specs
-    from analysis.results_io import load_csv
+    from analysis.results_io import load_csv, load_csvs
     from analysis.tables import write_table
 
     sm = snakemake  # noqa: F821
-    inp = dict(sm.input.items())
-    t = report_specs.build_table(sm.params.name, sm.config, acc=load_csv(inp["acc"]) if "acc" in inp else None,
-                                 cases=load_csv(inp["cases"]) if "cases" in inp else None)
+    inp = {k: [v] if isinstance(v, str) else list(v) for k, v in sm.input.items()}
+    # acc: the evaluation-job CSVs of the models the table shows (workflow/lib/report_inputs.py), as one frame
+    t = report_specs.build_table(sm.params.name, sm.config, acc=load_csvs(inp["acc"]) if "acc" in inp else None,
+                                 cases=load_csv(inp["cases"][0]) if "cases" in inp else None)
     write_table(t, sm.output.md, sm.output.tex)
     print(open(sm.output.md).read())

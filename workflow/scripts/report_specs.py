@@ -6,6 +6,7 @@ import pandas as pd
 
 import pairs
 import plan
+from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
@@ -201,11 +202,6 @@ def _index_of(values: list, v) -> int | None:
     return values.index(v) if v in values else None
 
 
-# The throughput sweep (plan.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
-# measured together, and the same setting measured by another sweep is another measurement.
-FIGURE_SWEEPS = {"fig1a_throughput_vs_accuracy": "batch", "fig1b_throughput_batch": "batch",
-                 "fig_threshold_gsm8k": "threshold", "fig_gpu_batch_throughput": "gpu_batch",
-                 "fig_subblock_throughput": "subblock"}
 
 
 def _col(config, key):
