@@ -13,7 +13,9 @@
 # Options (environment): REHEARSAL_DIR (scratch, default /tmp/slurm-rehearsal: the cluster's state and logs, and a
 # copy of the repository's working tree -- tracked and untracked, not ignored files -- that the DAG runs in, with a
 # fresh results/), REHEARSAL_SKIP_INSTALL=1 (do not apt-get), REHEARSAL_SKIP_WORKLOAD=1 / REHEARSAL_SKIP_TESTONLY=1
-# (skip the DAG run / the profiles/slurm check), REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g.
+# (skip the DAG run / the profiles/slurm check), REHEARSAL_TESTONLY_CONFIGS (the --configfile list of the profiles/slurm
+# check, default config/paper.yaml; add a config with data.train_files to put train_model's request to it too),
+# REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g.
 # a target), REHEARSAL_TRAIN_ONLY=<model> (only that model's train_model job and the jobs it needs; configs default
 # to config/paper.yaml config/rehearsal.yaml; no profiles/slurm check): the training job is then checked with
 # `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/dev/slurm_train_check.py: every
@@ -289,8 +291,9 @@ EOF
   chmod +x "$T/bin/sbatch"
   TW="$T/work/testonly"
   copy_tree "$TW"
-  ( cd "$TW" && PATH="$T/bin:$PATH" timeout 300 snakemake --profile profiles/slurm --configfile config/paper.yaml \
-      --keep-going --slurm-init-seconds-before-status-checks 1 >"$T/evidence/testonly_snakemake.log" 2>&1 ) || true
+  # shellcheck disable=SC2086
+  ( cd "$TW" && PATH="$T/bin:$PATH" timeout 300 snakemake --profile profiles/slurm \
+      --configfile ${REHEARSAL_TESTONLY_CONFIGS:-config/paper.yaml} --keep-going --slurm-init-seconds-before-status-checks 1 >"$T/evidence/testonly_snakemake.log" 2>&1 ) || true
   grep -E '^(CALL|RC|ANSWER)' "$T/evidence/testonly_calls.txt" >"$T/evidence/testonly.txt" 2>/dev/null || true
   # controls: what a held submission on the phantom node refuses (syntax, CPUs, time, account) and what it defers
   # to a node that is up (GPU type and count, memory): "accepted" above means no more than the first
