@@ -173,7 +173,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
              model_label: str | None = None, seed: int = 0, extra: dict | None = None, device: str = "cpu",
              ar_baseline: str = "hf", code_opts: dict | None = None,
              max_new_tokens: int | str | None = None, truncate_prompts: bool = False,
-             mc_num: int = 128, loglikelihood_method: str | None = None) -> list[dict]:
+             mc_num: int = 128, loglikelihood_method: str | None = None, shard: tuple[int, int] | None = None,
+             progress: str | None = None) -> list[dict]:
     """Score ``model`` (a source string or a :class:`LoadedModel`) on ``task``; write the result files.
 
     Raises :class:`TaskUnavailable` when the task's data cannot be loaded here (the message names the fix),
@@ -192,9 +193,12 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     the decoding columns of :meth:`DecodeConfig.row_fields` (``gen_length``, ``steps``, ``remasking``, ``alg``,
     ``cache`` ...).  A prompt that does not fit the model's context with ``max_new_tokens`` is refused
     (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
-    ``truncated_prompts`` column).
+    ``truncated_prompts`` column).  ``shard=(k, n)``: the k-th of n item ranges only (lm-eval tasks;
+    :mod:`.shards`); ``progress``: a path prefix where lm-eval keeps each answer as it comes (a rerun skips them).
     """
     _check_args(task, mode, prompt_style, batch_size, limit)
+    if (shard is not None or progress is not None) and task in CODE_TASKS:
+        raise ValueError(f"shard / progress apply to lm-eval tasks, not the EvalPlus task {task!r}")
     decode = (decode or DecodeConfig()).with_mode_defaults(mode).validate(mode)
     task_lengths = str(max_new_tokens).strip().lower() == "task"
     if task_lengths and mode in MDM_MODES:
@@ -213,12 +217,12 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     with out_dir_lock(out_dir, f"evaluation ({task})"):  # a second concurrent writer of out_dir is refused
         return _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style,
                                 model_label, seed, extra, device, ar_baseline, code_opts, truncate_prompts,
-                                task_lengths, mc_num, loglikelihood_method)
+                                task_lengths, mc_num, loglikelihood_method, shard, progress)
 
 
 def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style, model_label,
                      seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths, mc_num,
-                     loglikelihood_method):
+                     loglikelihood_method, shard=None, progress=None):
     check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
     loaded, lm = _load_lm(model, mode, decode, batch_size, device, ar_baseline, truncate_prompts, task_lengths,
                           mc_num, loglikelihood_method)
@@ -226,13 +230,14 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
     if task in CODE_TASKS:
         rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
     else:
-        rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+        rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
     elapsed = time.perf_counter() - t0
     thr = _throughput(lm.gen_stats)
     source = loaded.source
     label = model_label or Path(source.rstrip("/")).name or source
     used, used_len, len_source = _lengths_used(lm, task, task_lengths)
     cfg = {"task": task, "mode": mode, "decode": decode.to_dict(), "batch_size": batch_size, "limit": limit,
+           **({"shard": list(shard)} if shard else {}),
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
