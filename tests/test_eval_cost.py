@@ -100,3 +100,17 @@ def test_paper_shards_fit_the_budget():
     assert any(sj["task"] == "minerva_math" for sj in shards.values())  # LLaDA-1.5 on MATH: 5,000 x 1,024 steps
     for sj in shards.values():
         assert eval_cost.point_cost(cfg, sj["task"], sj["point"])[1] / sj["n"] <= budget
+
+
+def test_rehearsal_splits_a_point_in_two_shards():
+    """config/rehearsal.yaml (over config/paper.yaml) exercises a shard split and merge: MATH points of the
+    masked-diffusion rows in 2 shards each, merged by their model's evaluate job."""
+    from snakemake.utils import update_config
+
+    cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(cfg, yaml.safe_load((ROOT / "config" / "rehearsal.yaml").read_text()))
+    cfg = plan.expand_seeds(cfg)
+    shards = eval_cost.shard_jobs(cfg)
+    assert shards and {sj["n"] for sj in shards.values()} == {2}
+    merged = [j for j in plan.evaluation_jobs(cfg).values() if eval_cost.job_shards(cfg, j)]
+    assert merged and all(len(ss) == 2 for j in merged for ss in eval_cost.job_shards(cfg, j).values())
