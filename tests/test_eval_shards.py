@@ -105,3 +105,47 @@ def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch):
     rows = run_task(model, "synth_ifeval", out_dir=tmp_path / "run", progress=progress, **kw)
     assert sum(rows_decoded) == 3
     assert [{k: r[k] for k in KEEP} for r in rows] == [{k: r[k] for k in KEEP} for r in clean]
+
+
+def test_dag_scripts_merge_shards_into_the_points_rows(setup, tmp_path, monkeypatch):
+    """workflow/scripts/evaluate_shard.py (two shards) then evaluate.py (the merge) give the point's row of an
+    unsharded evaluate.py: the same value, n and interval in the job's accuracy CSV."""
+    import csv
+    import runpy
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "workflow" / "lib"))
+    import eval_cost
+
+    model, suite = setup
+    src = str(Path(model.source))
+    point = "bd_b8_s4_t0.9_c0"
+    config = {"seed": 0, "device": "cpu", "scale": "t", "models": {"m": {"mode": "bd"}}}
+
+    def params(cache, **more):
+        return SimpleNamespace(source=src, points={"synth_mc": [point]}, data_paths={"synth_mc": suite["synth_mc_test"]},
+                               data_path=suite["synth_mc_test"], mode="bd", max_new_tokens=8, batch_size=4, limit=4,
+                               cache_dir=str(tmp_path / cache), model="m", label="m",
+                               verdict_cache=str(tmp_path / "verdicts"), mdm_loglikelihood="mc", mc_num=128, **more)
+
+    def run(script, p, out, inputs, wildcards=None):
+        sm = SimpleNamespace(params=p, config=config, input=SimpleNamespace(model=[], **inputs), log=[], threads=1,
+                             output=[str(out)], scriptdir=str(root / "workflow" / "scripts"), rule=script,
+                             wildcards=SimpleNamespace(**(wildcards or {})))
+        runpy.run_path(str(root / "workflow" / "scripts" / f"{script}.py"), init_globals={"snakemake": sm})
+
+    names = [eval_cost.shard_name("m", "synth_mc", point, k, 2) for k in (1, 2)]
+    for k, name in enumerate(names, 1):
+        sj = {"model": "m", "task": "synth_mc", "point": point, "k": k, "n": 2}
+        run("evaluate_shard", params("sharded", shard=sj), tmp_path / f"{name}.json", {}, {"shard": name})
+    monkeypatch.setattr(eval_cost, "job_shards", lambda config, job: {("synth_mc", point): names})
+    run("evaluate", params("sharded"), tmp_path / "sharded.csv",
+        {"shards": [str(tmp_path / f"{n}.json") for n in names]})
+    monkeypatch.setattr(eval_cost, "job_shards", lambda config, job: {})
+    run("evaluate", params("whole"), tmp_path / "whole.csv", {})
+    rows = {n: list(csv.DictReader(open(tmp_path / f"{n}.csv"))) for n in ("sharded", "whole")}
+    assert [{k: r[k] for k in KEEP} for r in rows["sharded"]] == [{k: r[k] for k in KEEP} for r in rows["whole"]]
+    assert rows["whole"][0]["n"] == "4" and rows["whole"][0]["point"] == point

@@ -41,7 +41,7 @@ def missing_module_reason(task: str, exc: ImportError) -> str:
 def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None, progress=None):
     """Build the task and run ``lm_eval.simple_evaluate``; a missing module (an lm-eval extra such as
     ``math_verify`` or ``langdetect``) raises :class:`TaskUnavailable` naming the fix, so the caller records
-    the task as n/a and goes on with the others.  ``shard`` (k, n): items of :func:`.shards.shard_samples` only;
+    the task as n/a and goes on with the others.  ``shard`` (k, n): items of :func:`shard_samples` only;
     ``progress``: lm-eval's request cache (a per-request sqlite file, filled as the model answers) at that path."""
     import lm_eval
 
@@ -52,8 +52,6 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None
         specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
         samples = None
         if shard is not None:
-            from .shards import shard_samples
-
             samples, limit = shard_samples(specs, info["task_manager"], limit, shard), None
         res = lm_eval.simple_evaluate(
             model=lm, tasks=specs, limit=limit, samples=samples, use_cache=progress,
@@ -70,6 +68,40 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None
         repo = next((s.get("dataset_path") for s in specs if isinstance(s, dict)), task) if specs else task
         raise TaskUnavailable(f"{task}: {describe_refusal(exc, str(repo), 'dataset')}") from exc
     return res, info
+
+
+def _leaves(task_dict) -> dict:
+    out = {}
+    for v in task_dict.values():
+        if isinstance(v, dict):
+            out.update(_leaves(v))
+        else:
+            out[v.config.task] = v
+    return out
+
+
+def shard_samples(specs, task_manager, limit, shard) -> dict[str, list[int]]:
+    """lm-eval's ``samples=`` of shard ``(k, n)``: leaf task -> its doc indices (:mod:`.shards`)."""
+    from lm_eval.tasks import get_task_dict
+
+    k, n = shard
+    if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
+        raise ValueError(f"shard must be (k, n) with 1 <= k <= n, got {shard!r}")
+    out = {}
+    for name, task in _leaves(get_task_dict(specs, task_manager)).items():
+        fewshot = task.config.num_fewshot or 0
+        fc = task.config.fewshot_config or {}
+        sampler = fc.get("sampler", "default") if isinstance(fc, dict) else getattr(fc, "sampler", "default")
+        if fewshot and sampler != "first_n":
+            raise ValueError(f"{name}: {fewshot}-shot with the {sampler!r} few-shot sampler draws examples in item "
+                             "order; a shard would change them: evaluate this task unsharded (eval.shards)")
+        total = len(task.eval_docs)
+        total = min(total, int(limit)) if limit else total
+        out[name] = list(range((k - 1) * total // n, k * total // n))
+        if not out[name]:  # lm-eval reads an empty selection as every item
+            raise ValueError(f"{name}: {total} item(s) leave shard {k} of {n} empty; fewer shards (a larger "
+                             "eval.shards.job_minutes) or this task unsharded")
+    return out
 
 
 def run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None, progress=None):

@@ -273,8 +273,8 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
     def generate_texts(self, prompts: list[str], disable_tqdm: bool = False, desc: str = "generate",
                        max_new_tokens: int | None = None, names: list[str] | None = None,
                        encoded: list[list[int]] | None = None, on_done=None) -> list[str]:
-        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS).
-        ``on_done(i, text)``: called for every prompt as soon as its batch is decoded (progress kept per item).
+        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS),
+        each also passed to ``on_done(i, text)`` as soon as its batch is decoded (progress kept per item).
         ``max_new_tokens``: this call's generation length (default: the configured one).  A prompt that does not
         fit the context with it is refused (named by ``names[i]``, else its index) or, with
         ``truncate_prompts``, cut from the left.  ``encoded``: the prompts' token ids, when the caller has them."""
@@ -339,9 +339,8 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
             if asked is not None:
                 self.requested_max_gen_toks.add(asked)
             def done(j, text, idx=idx, until=until):  # kept as each batch ends (lm-eval's use_cache: resumable)
-                for u in until:
-                    if u and u in text:
-                        text = text[: text.index(u)]
+                for u in (u for u in until if u and u in text):
+                    text = text[: text.index(u)]
                 results[idx[j]] = text
                 self.cache_hook.add_partial("generate_until", requests[idx[j]].args, text)
 

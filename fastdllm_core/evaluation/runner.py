@@ -23,7 +23,7 @@ from ..config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
 from ..decoding.ar import AR_GENERATION, ar_generation_summary
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
-from ..stats import wilson_pct
+from ..stats import row_interval
 from .common import PROMPT_STYLES, TASKS
 from .lm_eval_run import run_lm_eval
 from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
@@ -39,19 +39,6 @@ ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "ci_low",
                "max_new_tokens_source", "prompt_style", "num_fewshot",
                "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
                "nfe", "loglikelihood_method", "mc_num", "ar_generation"]
-
-
-# metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
-# accuracy counts instructions, several per prompt)
-NO_INTERVAL = ("inst_level_strict_acc", "inst_level_loose_acc")
-
-
-def _interval(metric: str, value, n) -> dict:
-    """95% Wilson interval (percent) of an accuracy over ``n`` items; empty where it does not apply."""
-    if metric in NO_INTERVAL or not isinstance(value, (int, float)) or math.isnan(value) or not n:
-        return {"ci_low": "", "ci_high": ""}
-    lo, hi = wilson_pct(float(value), int(n))
-    return {"ci_low": round(lo, 4), "ci_high": round(hi, 4)}
 
 
 def _check_args(task, mode, prompt_style, batch_size, limit):
@@ -293,7 +280,8 @@ def _out_rows(rows, samples, info, lm, *, task, mode, decode, prompt_style, batc
     for r in rows:
         row = {"model": source, "model_label": label, "task": task, "metric": r["metric"],
                "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
-               r["value"], "n": r["n"], **_interval(r["metric"], r["value"], r["n"]), "status": r.get("status", "ok"),
+               r["value"], "n": r["n"], **row_interval(r["metric"], r["value"], r["n"]),
+               "status": r.get("status", "ok"),
                "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
                **decode.row_fields(mode), "gen_length": used_len,
                "max_new_tokens": used_len, "max_new_tokens_source": len_source,

@@ -2,7 +2,8 @@
 unsharded run gives.
 
 Shard k of n (1-based) takes, in every leaf task of ``N`` items (``min(N, limit)``), the items
-``[(k-1) N // n, k N // n)``: the shards together are the unsharded run's items.  :func:`merge_shards` recomputes
+``[(k-1) N // n, k N // n)`` (:func:`.lm_eval_run.shard_samples`): the shards together are the unsharded run's
+items.  :func:`merge_shards` recomputes
 each metric from the shards' per-item results (``samples.jsonl`` of :func:`.runner.run_task`) the way lm-eval
 aggregates them (a leaf's mean over its items, IFEval's instruction-level scores flattened first; groups weighted
 by item count, :func:`.lm_eval_run.metric_rows`), so value, ``n`` and the 95% interval are the unsharded run's.
@@ -13,43 +14,10 @@ from __future__ import annotations
 
 import math
 
+from ..stats import row_interval
 from .lm_eval_run import _metric_name, metric_rows, no_extracted_answer
 
 THROUGHPUT_SUMS = ("total_tokens", "nfe", "truncated_prompts")
-
-
-def _leaves(task_dict) -> dict:
-    out = {}
-    for v in task_dict.values():
-        if isinstance(v, dict):
-            out.update(_leaves(v))
-        else:
-            out[v.config.task] = v
-    return out
-
-
-def shard_samples(specs, task_manager, limit, shard) -> dict[str, list[int]]:
-    """lm-eval's ``samples=`` of shard ``(k, n)``: leaf task -> its doc indices (see the module doc)."""
-    from lm_eval.tasks import get_task_dict
-
-    k, n = shard
-    if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
-        raise ValueError(f"shard must be (k, n) with 1 <= k <= n, got {shard!r}")
-    out = {}
-    for name, task in _leaves(get_task_dict(specs, task_manager)).items():
-        fewshot = task.config.num_fewshot or 0
-        fc = task.config.fewshot_config or {}
-        sampler = fc.get("sampler", "default") if isinstance(fc, dict) else getattr(fc, "sampler", "default")
-        if fewshot and sampler != "first_n":
-            raise ValueError(f"{name}: {fewshot}-shot with the {sampler!r} few-shot sampler draws examples in item "
-                             "order; a shard would change them: evaluate this task unsharded (eval.shards)")
-        total = len(task.eval_docs)
-        total = min(total, int(limit)) if limit else total
-        out[name] = list(range((k - 1) * total // n, k * total // n))
-        if not out[name]:  # lm-eval reads an empty selection as every item
-            raise ValueError(f"{name}: {total} item(s) leave shard {k} of {n} empty; fewer shards (a larger "
-                             "eval.shards.job_minutes) or this task unsharded")
-    return out
 
 
 def _leaf_metrics(samples: list[dict]) -> tuple[dict, dict]:
@@ -77,12 +45,10 @@ def _leaf_metrics(samples: list[dict]) -> tuple[dict, dict]:
 
 
 def _recomputed(samples: list[dict]) -> dict[str, dict]:
-    from .runner import _interval
-
     out = {}
     for r in metric_rows(*_leaf_metrics(samples)):
         v = round(r["value"], 4) if not math.isnan(r["value"]) else r["value"]
-        out[r["metric"]] = {"value": v, "n": r["n"], "note": r["note"], **_interval(r["metric"], r["value"], r["n"])}
+        out[r["metric"]] = {"value": v, "n": r["n"], "note": r["note"], **row_interval(r["metric"], r["value"], r["n"])}
     return out
 
 

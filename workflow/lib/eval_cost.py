@@ -14,7 +14,8 @@ passed through the model), from the decoding point (P: prompt tokens, G: generat
   model with ``eval.mdm_loglikelihood: mc``, or ``auto`` on options of several tokens); :data:`CHOICES` options.
 
 Items: the local data file's line count (a directory: its ``*.jsonl`` together), the synthetic suite's ``n_eval``,
-else the benchmark's official test size (:data:`OFFICIAL_ITEMS`), cut by the point's ``@N`` or ``eval.limit`` (per subtask: lm-eval's limit).
+else the benchmark's official test size (:data:`OFFICIAL_ITEMS`), cut by the point's ``@N`` or ``eval.limit`` (per
+subtask: lm-eval's limit).
 Minutes = token-forwards / ``eval.shards.token_forwards_per_s`` / 60.  A point over ``eval.shards.job_minutes`` is
 split into ceil(minutes / job_minutes) shards over contiguous item ranges (:func:`shard_jobs`); only lm-eval tasks
 are split (:data:`UNSHARDABLE`)."""
