@@ -17,8 +17,8 @@ Items: the local data file's line count (a directory: its ``*.jsonl`` together),
 else the benchmark's official test size (:data:`OFFICIAL_ITEMS`), cut by the point's ``@N`` or ``eval.limit`` (per
 subtask: lm-eval's limit).
 Minutes = token-forwards / ``eval.shards.token_forwards_per_s`` / 60.  A point over ``eval.shards.job_minutes`` is
-split into ceil(minutes / job_minutes) shards over contiguous item ranges (:func:`shard_jobs`); only lm-eval tasks
-are split (:data:`UNSHARDABLE`)."""
+split into ceil(minutes / job_minutes) shards over contiguous item ranges (:func:`shard_jobs`; only lm-eval tasks
+are split, :data:`UNSHARDABLE`), and a point that would take its evaluation job past the budget runs in its own job."""
 from __future__ import annotations
 
 import math
@@ -51,7 +51,7 @@ UNSHARDABLE = ("humaneval", "mbpp", "synth_code", "synth_mbpp", "gpqa")
 
 def shard_config(config: dict) -> dict | None:
     """``eval.shards`` (None: never shard)."""
-    return (config["eval"].get("shards") or None)
+    return (config.get("eval") or {}).get("shards") or None
 
 
 def n_items(config: dict, task: str, point: str) -> int:
@@ -131,14 +131,24 @@ def shard_name(model: str, task: str, point: str, k: int, n: int) -> str:
 
 
 def shard_jobs(config: dict) -> dict[str, dict]:
-    """``{shard: {model, task, point, k, n}}`` for every point of :func:`plan.accuracy_points` split in n > 1."""
+    """``{shard: {model, task, point, k, n}}``: every point split in n > 1 shards (:func:`n_shards`), and every
+    point that would take its evaluation job past ``job_minutes`` (its points in order, each added while the job's
+    estimate stays within the budget) run alone as shard 1 of 1 (the whole point in its own job)."""
     out: dict[str, dict] = {}
     if not shard_config(config):
         return out
-    for m, t, p in plan.accuracy_points(config):
-        n = n_shards(config, t, p)
-        for k in range(1, n + 1) if n > 1 else ():
-            out[shard_name(m, t, p, k, n)] = {"model": m, "task": t, "point": p, "k": k, "n": n}
+    budget = float(shard_config(config)["job_minutes"])
+    for job in plan.evaluation_jobs(config).values():
+        used = 0.0
+        for t, pts in job["points"].items():
+            for p in pts:
+                n, minutes = n_shards(config, t, p), point_cost(config, t, p)[1]
+                if n == 1 and used + minutes <= budget:
+                    used += minutes
+                    continue
+                for k in range(1, n + 1):
+                    out[shard_name(job["model"], t, p, k, n)] = {"model": job["model"], "task": t, "point": p,
+                                                                 "k": k, "n": n}
     return out
 
 
@@ -152,33 +162,36 @@ def job_shards(config: dict, job: dict) -> dict[tuple[str, str], list[str]]:
 
 
 def job_cost_summary(config: dict, job: dict) -> str:
-    """``estimated cost: <token-forwards> (<minutes> min ...)`` of an evaluation job (its points run whole), with
-    the sharded points named; empty without ``eval.shards``."""
+    """``; estimated cost <token-forwards>, <minutes> min (budget ...)`` of an evaluation job (the points it runs
+    itself), with the points merged from shards or run in their own jobs; empty without ``eval.shards``."""
     sc = shard_config(config)
     if not sc:
         return ""
-    whole, split, over = 0.0, [], []
+    shards = job_shards(config, job)
+    whole, split, alone = 0.0, [], []
     for t, pts in job["points"].items():
         for p in pts:
-            n = n_shards(config, t, p)
-            tf, minutes = point_cost(config, t, p)
-            if n > 1:
-                split.append(f"{t} {p} in {n} shards")
+            if (t, p) not in shards:
+                whole += point_cost(config, t, p)[0]
+            elif len(shards[(t, p)]) > 1:
+                split.append(f"{t} {p} in {len(shards[(t, p)])} shards")
             else:
-                whole += tf
-                if minutes > float(sc["job_minutes"]):
-                    over.append(f"{t} {p}")
+                over = point_cost(config, t, p)[1] > float(sc["job_minutes"])
+                alone.append(f"{t} {p}" + (" (over the budget; not shardable: EvalPlus, GPQA)" if over else ""))
     minutes = whole / float(sc["token_forwards_per_s"]) / 60.0
     text = f"; estimated cost {whole:.3g} token-forwards, {minutes:.1f} min (budget {sc['job_minutes']} min)"
     if split:
         text += "; merged from shards: " + ", ".join(split)
-    if over:
-        text += "; over budget, not shardable (EvalPlus, GPQA): " + ", ".join(over)
+    if alone:
+        text += "; taken from their own jobs: " + ", ".join(alone)
     return text
 
 
 def shard_cost_summary(config: dict, sj: dict) -> str:
+    """Dry-run message of an evaluate_shard job: its point, which shard, its estimated cost and the budget."""
     tf, minutes = point_cost(config, sj["task"], sj["point"])
-    return (f"model {sj['model']}; {sj['task']} {sj['point']} shard {sj['k']} of {sj['n']}; estimated cost "
-            f"{tf / sj['n']:.3g} token-forwards, {minutes / sj['n']:.1f} min (budget "
-            f"{shard_config(config)['job_minutes']} min)")
+    budget = float(shard_config(config)["job_minutes"])
+    which = f"shard {sj['k']} of {sj['n']}" if sj["n"] > 1 else "the whole point in its own job"
+    over = "; over the budget, not shardable (EvalPlus, GPQA)" if minutes / sj["n"] > budget else ""
+    return (f"model {sj['model']}; {sj['task']} {sj['point']}: {which}; estimated cost {tf / sj['n']:.3g} "
+            f"token-forwards, {minutes / sj['n']:.1f} min (budget {shard_config(config)['job_minutes']} min){over}")
