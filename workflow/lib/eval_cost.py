@@ -139,6 +139,8 @@ def shard_jobs(config: dict) -> dict[str, dict]:
         return out
     budget = float(shard_config(config)["job_minutes"])
     for job in plan.evaluation_jobs(config).values():
+        if config["models"][job["model"]].get("train_unavailable"):  # n/a rows, written by its evaluate job
+            continue
         used = 0.0
         for t, pts in job["points"].items():
             for p in pts:
