@@ -141,6 +141,7 @@ def test_dag_scripts_merge_shards_into_the_points_rows(setup, tmp_path, monkeypa
     for k, name in enumerate(names, 1):
         sj = {"model": "m", "task": "synth_mc", "point": point, "k": k, "n": 2}
         run("evaluate_shard", params("sharded", shard=sj), tmp_path / f"{name}.json", {}, {"shard": name})
+    assert not list((tmp_path / "sharded").rglob("*.progress"))  # a finished shard removes its progress
     monkeypatch.setattr(eval_cost, "job_shards", lambda config, job: {("synth_mc", point): names})
     run("evaluate", params("sharded"), tmp_path / "sharded.csv",
         {"shards": [str(tmp_path / f"{n}.json") for n in names]})

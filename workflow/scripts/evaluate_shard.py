@@ -2,7 +2,8 @@
 ``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through fastdllm_core.evaluation.run_task, written as one JSON (its rows, its per-item
 results, its key) that rule evaluate merges into the point's rows.  Every answer is kept as it comes in lm-eval's
 request cache under ``<model>/<task>/<shard>.progress/<key>``: a shard killed (a cluster's time limit) resumes from
-it, skipping the items answered before; a change of model, data, settings or code starts a fresh one."""
+it, skipping the items answered before; a change of model, data, settings or code starts a fresh one.  Removed once
+the shard's file is written."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -49,5 +50,9 @@ with logged(snakemake):  # noqa: F821
     ok = any(r["status"] == "ok" for r in rows)
     samples = [json.loads(line) for line in open(samples_file)] if ok else []
     write_json_atomic(sm.output[0], {"shard": sj, "key": key, "rows": rows, "samples": samples})
+    # done: the progress is not needed again (a rerun answered wholly from it would have no generation statistics)
+    import shutil
+
+    shutil.rmtree(progress.parent, ignore_errors=True)
     print(f"{task} {point} shard {sj['k']} of {sj['n']}: {len(samples)} items; "
           + ", ".join(f"{r['metric']}={r['value']} ({r['status']})" for r in rows))
