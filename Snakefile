@@ -22,6 +22,7 @@ include: "workflow/rules/common.smk"
 wildcard_constraints:
     model="[A-Za-z0-9][A-Za-z0-9_.-]*",
     job="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    shard="[A-Za-z0-9][A-Za-z0-9_.-]*",
     task="[a-z0-9_]+",
     sweep="[a-z0-9_]+",
     kind="single_turn|multi_turn",

@@ -74,3 +74,16 @@ def seed_interval(values_pct: list[float], n: int) -> tuple[float, float, float]
     df = total * total / (v_seeds ** 2 / (s_count - 1) + v_items ** 2 / (n - 1))
     half = float(student_t.ppf(0.975, df)) * math.sqrt(total)
     return 100.0 * m, max(0.0, 100.0 * (m - half)), min(100.0, 100.0 * (m + half))
+
+
+# metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
+# accuracy counts instructions, several per prompt)
+NO_INTERVAL = ("inst_level_strict_acc", "inst_level_loose_acc")
+
+
+def row_interval(metric: str, value, n) -> dict:
+    """95% Wilson interval (percent) of an accuracy row over ``n`` items; empty where it does not apply."""
+    if metric in NO_INTERVAL or not isinstance(value, (int, float)) or math.isnan(value) or not n:
+        return {"ci_low": "", "ci_high": ""}
+    lo, hi = wilson_pct(float(value), int(n))
+    return {"ci_low": round(lo, 4), "ci_high": round(hi, 4)}

@@ -36,7 +36,7 @@ def _profile(name):
     return yaml.safe_load((ROOT / "profiles" / name / "config.yaml").read_text())
 
 
-MODEL_RULES = {"train_model", "evaluate", "case_study", "bench"}
+MODEL_RULES = {"train_model", "evaluate", "evaluate_shard", "case_study", "bench"}
 
 
 def test_slurm_profile_keeps_the_gpu_requests_and_names_no_placeholder():
@@ -53,6 +53,23 @@ def test_slurm_profile_keeps_the_gpu_requests_and_names_no_placeholder():
     assert "YOUR_" not in text
     # bench's threads are workflow.cores, i.e. the submitting machine's cores, unless cpus_per_task says otherwise
     assert isinstance(prof["set-resources"]["bench"]["cpus_per_task"], int)
+
+
+@pytest.mark.parametrize("profile,configs", [("slurm", ["paper.yaml"]),
+                                             ("slurm-rehearsal", ["paper.yaml", "rehearsal.yaml"])])
+def test_shard_budget_fits_the_profiles_evaluation_runtime(profile, configs):
+    """eval.shards.job_minutes (the estimate one shard may take) is at most the runtime the profile gives an
+    evaluation or shard job (SLURM's -t): a shard sized to the budget is not killed at the limit."""
+    import yaml
+    from snakemake.utils import update_config
+
+    cfg: dict = {}
+    for c in configs:
+        update_config(cfg, yaml.safe_load((ROOT / "config" / c).read_text()))
+    budget = cfg["eval"]["shards"]["job_minutes"]
+    res = _profile(profile)["set-resources"]
+    assert res["evaluate_shard"]["runtime"] == res["evaluate"]["runtime"]
+    assert 0 < budget <= res["evaluate_shard"]["runtime"], (profile, budget)
 
 
 def test_rehearsal_profile_is_the_slurm_profile_without_gpus():

@@ -90,8 +90,12 @@ def test_dry_run_paper_config(tmp_path):
     for i, turns in enumerate(paper_cases.conversations("multi_turn"), 1):
         assert f"[{i}] " + " / ".join(f'"{u}"' for u in turns) in multi
     assert [len(t) for t in paper_cases.conversations("multi_turn")] == [3, 2]
-    evals = {k: v for k, v in jobs.items() if k.startswith("accuracy ")}
+    evals = {k: v for k, v in jobs.items() if k.startswith("accuracy ") and not k.startswith("accuracy shard ")}
     assert len(evals) >= 8 and all("generation length: each benchmark's own" in v for v in evals.values())
+    # eval.shards: every evaluation job and shard shows its estimated cost; LLaDA-1.5 on MATH comes from shards
+    shards = {k: v for k, v in jobs.items() if k.startswith("accuracy shard ")}
+    assert all("estimated cost" in v and "budget 180 min" in v for v in [*evals.values(), *shards.values()])
+    assert "minerva_math llada_g1024_s1024_b128_lc_ce in 126 shards" in evals["accuracy llada_1.5_8b"]
 
 
 def test_lint_is_clean():

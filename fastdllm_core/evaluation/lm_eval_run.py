@@ -38,10 +38,11 @@ def missing_module_reason(task: str, exc: ImportError) -> str:
             f"{exc}); fix: {fix}")
 
 
-def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None, progress=None):
     """Build the task and run ``lm_eval.simple_evaluate``; a missing module (an lm-eval extra such as
     ``math_verify`` or ``langdetect``) raises :class:`TaskUnavailable` naming the fix, so the caller records
-    the task as n/a and goes on with the others."""
+    the task as n/a and goes on with the others.  ``shard`` (k, n): items of :func:`shard_samples` only;
+    ``progress``: lm-eval's request cache (a per-request sqlite file, filled as the model answers) at that path."""
     import lm_eval
 
     from .tasks import build_lm_eval_tasks
@@ -49,8 +50,12 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
     specs = []
     try:
         specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
+        samples = None
+        if shard is not None:
+            samples, limit = shard_samples(specs, info["task_manager"], limit, shard), None
         res = lm_eval.simple_evaluate(
-            model=lm, tasks=specs, limit=limit, apply_chat_template=True, fewshot_as_multiturn=True,
+            model=lm, tasks=specs, limit=limit, samples=samples, use_cache=progress,
+            apply_chat_template=True, fewshot_as_multiturn=True,
             log_samples=True, task_manager=info["task_manager"], random_seed=seed, numpy_random_seed=seed,
             torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, confirm_run_unsafe_code=False)
     except ImportError as exc:
@@ -65,9 +70,43 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed):
     return res, info
 
 
-def run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
+def _leaves(task_dict) -> dict:
+    out = {}
+    for v in task_dict.values():
+        if isinstance(v, dict):
+            out.update(_leaves(v))
+        else:
+            out[v.config.task] = v
+    return out
+
+
+def shard_samples(specs, task_manager, limit, shard) -> dict[str, list[int]]:
+    """lm-eval's ``samples=`` of shard ``(k, n)``: leaf task -> its doc indices (:mod:`.shards`)."""
+    from lm_eval.tasks import get_task_dict
+
+    k, n = shard
+    if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
+        raise ValueError(f"shard must be (k, n) with 1 <= k <= n, got {shard!r}")
+    out = {}
+    for name, task in _leaves(get_task_dict(specs, task_manager)).items():
+        fewshot = task.config.num_fewshot or 0
+        fc = task.config.fewshot_config or {}
+        sampler = fc.get("sampler", "default") if isinstance(fc, dict) else getattr(fc, "sampler", "default")
+        if fewshot and sampler != "first_n":
+            raise ValueError(f"{name}: {fewshot}-shot with the {sampler!r} few-shot sampler draws examples in item "
+                             "order; a shard would change them: evaluate this task unsharded (eval.shards)")
+        total = len(task.eval_docs)
+        total = min(total, int(limit)) if limit else total
+        out[name] = list(range((k - 1) * total // n, k * total // n))
+        if not out[name]:  # lm-eval reads an empty selection as every item
+            raise ValueError(f"{name}: {total} item(s) leave shard {k} of {n} empty; fewer shards (a larger "
+                             "eval.shards.job_minutes) or this task unsharded")
+    return out
+
+
+def run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None, progress=None):
     try:
-        res, info = _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+        res, info = _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
     except TaskUnavailable:
         raise
     except (ConnectionError, OSError, FileNotFoundError) as exc:
@@ -98,14 +137,24 @@ def run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
             ext = _jsonable(s.get("filtered_resps", [None])[0] if s.get("filtered_resps") else None)
             rec["extracted"][flt] = ext
             rec["correct"][flt] = {m: _jsonable(s[m]) for m in s.get("metrics", []) if m in s}
-            if isinstance(ext, str) and (ext == "[invalid]" or not ext.strip()):
+            if no_extracted_answer(ext):
                 no_answer[flt] = no_answer.get(flt, 0) + 1
         for key, val in res["results"][t].items():
             mk = _metric_name(key)
             if mk is None or not isinstance(val, (int, float)):
                 continue
             metrics.setdefault(mk, []).append((float(val), n_by_task.get(t) or 0))
-    # groups: micro average over subtasks weighted by item count (lm-eval's weight_by_size aggregation)
+    rows = metric_rows(metrics, no_answer)
+    prompts_used = {t: res["configs"][t].get("doc_to_text") for t in leaves}
+    fewshot = {t: res["configs"][t].get("num_fewshot") for t in leaves}
+    extra = {"source": info["source"], "lm_eval_configs": {t: _jsonable(res["configs"][t]) for t in leaves},
+             "prompt_template": prompts_used, "num_fewshot": fewshot, "n_no_answer": no_answer}
+    return rows, samples, extra
+
+
+def metric_rows(metrics: dict, no_answer: dict) -> list[dict]:
+    """Rows of ``{(metric, filter): [(leaf value, leaf items)]}``: groups a micro average over subtasks weighted by
+    item count (lm-eval's weight_by_size aggregation); ``no_answer``: filter -> answers with nothing extracted."""
     rows = []
     for (metric, flt), vals in metrics.items():
         n = sum(w for _, w in vals)
@@ -113,11 +162,11 @@ def run_lm_eval(lm, task, data_path, prompt_style, limit, seed):
         note = (f"{no_answer[flt]} of {n} answers had no extractable answer (scored wrong)"
                 if no_answer.get(flt) else "")
         rows.append({"metric": metric, "value": 100.0 * v, "n": n, "filter": flt, "note": note})
-    prompts_used = {t: res["configs"][t].get("doc_to_text") for t in leaves}
-    fewshot = {t: res["configs"][t].get("num_fewshot") for t in leaves}
-    extra = {"source": info["source"], "lm_eval_configs": {t: _jsonable(res["configs"][t]) for t in leaves},
-             "prompt_template": prompts_used, "num_fewshot": fewshot, "n_no_answer": no_answer}
-    return rows, samples, extra
+    return rows
+
+
+def no_extracted_answer(ext) -> bool:
+    return isinstance(ext, str) and (ext == "[invalid]" or not ext.strip())
 
 
 def _raw(resps):

@@ -272,8 +272,9 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
 
     def generate_texts(self, prompts: list[str], disable_tqdm: bool = False, desc: str = "generate",
                        max_new_tokens: int | None = None, names: list[str] | None = None,
-                       encoded: list[list[int]] | None = None) -> list[str]:
-        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS).
+                       encoded: list[list[int]] | None = None, on_done=None) -> list[str]:
+        """Decode ``prompts`` (already formatted strings) in batches; returns raw continuation texts (to EOS),
+        each also passed to ``on_done(i, text)`` as soon as its batch is decoded (progress kept per item).
         ``max_new_tokens``: this call's generation length (default: the configured one).  A prompt that does not
         fit the context with it is refused (named by ``names[i]``, else its index) or, with
         ``truncate_prompts``, cut from the left.  ``encoded``: the prompts' token ids, when the caller has them."""
@@ -308,6 +309,8 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
             for i, seq in zip(idx, res.sequences):
                 seq = [t for t in seq if t not in stop]
                 out[i] = self.tokenizer.decode(seq, skip_special_tokens=True)
+                if on_done is not None:
+                    on_done(i, out[i])
             bar.update(len(idx))
         bar.close()
         return out  # type: ignore[return-value]
@@ -335,14 +338,14 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
         for idx, until, asked, n_new, names, enc in plan:
             if asked is not None:
                 self.requested_max_gen_toks.add(asked)
-            texts = self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm,
-                                        max_new_tokens=n_new, names=names, encoded=enc)
-            for i, text in zip(idx, texts):
-                for u in until:
-                    if u and u in text:
-                        text = text[: text.index(u)]
-                results[i] = text
-                self.cache_hook.add_partial("generate_until", requests[i].args, text)
+            def done(j, text, idx=idx, until=until):  # kept as each batch ends (lm-eval's use_cache: resumable)
+                for u in (u for u in until if u and u in text):
+                    text = text[: text.index(u)]
+                results[idx[j]] = text
+                self.cache_hook.add_partial("generate_until", requests[idx[j]].args, text)
+
+            self.generate_texts([requests[i].args[0] for i in idx], disable_tqdm=disable_tqdm,
+                                max_new_tokens=n_new, names=names, encoded=enc, on_done=done)
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------------------------------ likelihood

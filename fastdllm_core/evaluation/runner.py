@@ -23,7 +23,7 @@ from ..config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
 from ..decoding.ar import AR_GENERATION, ar_generation_summary
 from ..model import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
-from ..stats import wilson_pct
+from ..stats import row_interval
 from .common import PROMPT_STYLES, TASKS
 from .lm_eval_run import run_lm_eval
 from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
@@ -39,19 +39,6 @@ ROW_COLUMNS = ["model", "model_label", "task", "metric", "value", "n", "ci_low",
                "max_new_tokens_source", "prompt_style", "num_fewshot",
                "data_source", "batch_size", "total_tokens", "wall_time_s", "tokens_per_s", "tokens_per_forward",
                "nfe", "loglikelihood_method", "mc_num", "ar_generation"]
-
-
-# metrics that are not a share of n independent items get no binomial interval (IFEval's instruction-level
-# accuracy counts instructions, several per prompt)
-NO_INTERVAL = ("inst_level_strict_acc", "inst_level_loose_acc")
-
-
-def _interval(metric: str, value, n) -> dict:
-    """95% Wilson interval (percent) of an accuracy over ``n`` items; empty where it does not apply."""
-    if metric in NO_INTERVAL or not isinstance(value, (int, float)) or math.isnan(value) or not n:
-        return {"ci_low": "", "ci_high": ""}
-    lo, hi = wilson_pct(float(value), int(n))
-    return {"ci_low": round(lo, 4), "ci_high": round(hi, 4)}
 
 
 def _check_args(task, mode, prompt_style, batch_size, limit):
@@ -173,7 +160,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
              model_label: str | None = None, seed: int = 0, extra: dict | None = None, device: str = "cpu",
              ar_baseline: str = "hf", code_opts: dict | None = None,
              max_new_tokens: int | str | None = None, truncate_prompts: bool = False,
-             mc_num: int = 128, loglikelihood_method: str | None = None) -> list[dict]:
+             mc_num: int = 128, loglikelihood_method: str | None = None, shard: tuple[int, int] | None = None,
+             progress: str | None = None) -> list[dict]:
     """Score ``model`` (a source string or a :class:`LoadedModel`) on ``task``; write the result files.
 
     Raises :class:`TaskUnavailable` when the task's data cannot be loaded here (the message names the fix),
@@ -192,9 +180,12 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     the decoding columns of :meth:`DecodeConfig.row_fields` (``gen_length``, ``steps``, ``remasking``, ``alg``,
     ``cache`` ...).  A prompt that does not fit the model's context with ``max_new_tokens`` is refused
     (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
-    ``truncated_prompts`` column).
+    ``truncated_prompts`` column).  ``shard=(k, n)``: the k-th of n item ranges only (lm-eval tasks;
+    :mod:`.shards`); ``progress``: a path prefix where lm-eval keeps each answer as it comes (a rerun skips them).
     """
     _check_args(task, mode, prompt_style, batch_size, limit)
+    if (shard is not None or progress is not None) and task in CODE_TASKS:
+        raise ValueError(f"shard / progress apply to lm-eval tasks, not the EvalPlus task {task!r}")
     decode = (decode or DecodeConfig()).with_mode_defaults(mode).validate(mode)
     task_lengths = str(max_new_tokens).strip().lower() == "task"
     if task_lengths and mode in MDM_MODES:
@@ -213,12 +204,12 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     with out_dir_lock(out_dir, f"evaluation ({task})"):  # a second concurrent writer of out_dir is refused
         return _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style,
                                 model_label, seed, extra, device, ar_baseline, code_opts, truncate_prompts,
-                                task_lengths, mc_num, loglikelihood_method)
+                                task_lengths, mc_num, loglikelihood_method, shard, progress)
 
 
 def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data_path, prompt_style, model_label,
                      seed, extra, device, ar_baseline, code_opts, truncate_prompts, task_lengths, mc_num,
-                     loglikelihood_method):
+                     loglikelihood_method, shard=None, progress=None):
     check_data(task, data_path, out_dir)  # fails fast with TaskUnavailable, before loading the model
     loaded, lm = _load_lm(model, mode, decode, batch_size, device, ar_baseline, truncate_prompts, task_lengths,
                           mc_num, loglikelihood_method)
@@ -226,13 +217,14 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
     if task in CODE_TASKS:
         rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
     else:
-        rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed)
+        rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
     elapsed = time.perf_counter() - t0
     thr = _throughput(lm.gen_stats)
     source = loaded.source
     label = model_label or Path(source.rstrip("/")).name or source
     used, used_len, len_source = _lengths_used(lm, task, task_lengths)
     cfg = {"task": task, "mode": mode, "decode": decode.to_dict(), "batch_size": batch_size, "limit": limit,
+           **({"shard": list(shard)} if shard else {}),
            "max_new_tokens": "task" if task_lengths else decode.max_new_tokens,
            "prompt_style": prompt_style, "data_source": info["source"], "model": source, "seed": seed,
            "ar_baseline": ar_baseline if mode == "ar" else None, "extra": extra or {},
@@ -288,7 +280,8 @@ def _out_rows(rows, samples, info, lm, *, task, mode, decode, prompt_style, batc
     for r in rows:
         row = {"model": source, "model_label": label, "task": task, "metric": r["metric"],
                "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
-               r["value"], "n": r["n"], **_interval(r["metric"], r["value"], r["n"]), "status": r.get("status", "ok"),
+               r["value"], "n": r["n"], **row_interval(r["metric"], r["value"], r["n"]),
+               "status": r.get("status", "ok"),
                "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
                **decode.row_fields(mode), "gen_length": used_len,
                "max_new_tokens": used_len, "max_new_tokens_source": len_source,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastdllm_core.config import format_threshold
 
+import eval_cost
 import plan
 
 
@@ -32,13 +33,15 @@ def sweep_summary(config: dict, sweep: str) -> str:
 
 
 def eval_summary(config: dict, job: dict) -> str:
-    """Model, tasks, decoding points and generation length of an evaluation job (its dry-run message)."""
+    """Model, tasks, decoding points and generation length of an evaluation job (its dry-run message); with
+    ``eval.shards``, its estimated cost and the points merged from shards (:mod:`eval_cost`)."""
     mnt = config["decode"]["max_new_tokens"]
     length = ("each benchmark's own (lm-eval max_gen_toks / EvalPlus), recorded in every row" if mnt == "task"
               else f"{mnt} tokens on every task, recorded in every row")
     pts = sorted({p for ps in job["points"].values() for p in ps})
     return (f"model {job['model']}; tasks {', '.join(job['points'])}; {len(pts)} decoding point(s) "
-            f"({', '.join(pts[:4])}{', ...' if len(pts) > 4 else ''}); generation length: {length}")
+            f"({', '.join(pts[:4])}{', ...' if len(pts) > 4 else ''}); generation length: {length}"
+            + eval_cost.job_cost_summary(config, job))
 
 
 def table_rows_summary(config: dict, table: str) -> str:

@@ -4,6 +4,9 @@ rule evaluate:
     a param: adding or changing one reruns this job, which then measures only the new points -- points measured
     before with the same model, data, settings and code are reused from the model's cache."""
     input:
+        # the points split into shards (eval.shards): merged here from the shards' per-item results (no such input
+        # without eval.shards)
+        unpack(lambda wc: eval_shard_inputs(wc.job)),
         model=lambda wc: plan.model_inputs(config, EVAL_JOBS[wc.job]["model"]),
         data=lambda wc: [f for t in EVAL_JOBS[wc.job]["points"] for f in task_inputs(t)],
     output:
@@ -39,6 +42,48 @@ rule evaluate:
         gpu=GPU,
     script:
         "../scripts/evaluate.py"
+
+
+rule evaluate_shard:
+    """One shard of a decoding point whose estimated cost exceeds one job's budget (eval.shards;
+    workflow/lib/eval_cost.py): a contiguous item range of the point (in every subtask), its per-item results kept
+    for rule evaluate to merge into the point's rows, and each answer kept as it comes so that a killed shard
+    resumes where it stopped (workflow/scripts/evaluate_shard.py)."""
+    input:
+        model=lambda wc: plan.model_inputs(config, SHARD_JOBS[wc.shard]["model"]),
+        data=lambda wc: task_inputs(SHARD_JOBS[wc.shard]["task"]),
+    output:
+        f"{R}/accuracy/shards/{{shard}}.json",
+    params:
+        shard=lambda wc: SHARD_JOBS[wc.shard],
+        model=lambda wc: SHARD_JOBS[wc.shard]["model"],
+        source=lambda wc: plan.model_source(config, SHARD_JOBS[wc.shard]["model"]),
+        label=lambda wc: config["models"][SHARD_JOBS[wc.shard]["model"]].get("label", SHARD_JOBS[wc.shard]["model"]),
+        mode=lambda wc: config["models"][SHARD_JOBS[wc.shard]["model"]]["mode"],
+        data_path=lambda wc: task_data(SHARD_JOBS[wc.shard]["task"]),
+        max_new_tokens=config["decode"]["max_new_tokens"],
+        batch_size=config["eval"]["batch_size"],
+        limit=config["eval"].get("limit"),
+        mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
+        mc_num=config["eval"].get("mc_num", 128),
+        cache_dir=lambda wc: f"{R}/accuracy/{SHARD_JOBS[wc.shard]['model']}",
+        verdict_cache=f"{R}/cache/verdicts",
+        summary=lambda wc: eval_cost.shard_cost_summary(config, SHARD_JOBS[wc.shard]),
+    log:
+        f"{LOGS}/accuracy/shards/{{shard}}.log",
+    benchmark:
+        f"{R}/benchmarks/accuracy/shards/{{shard}}.tsv"
+    message:
+        "accuracy shard {wildcards.shard} -> {output}: {params.summary}"
+    threads: 1
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=model_runtime,
+        gpu=GPU,
+    script:
+        "../scripts/evaluate_shard.py"
 
 
 rule case_study:

@@ -9,6 +9,7 @@ import plan  # noqa: E402  (the DAG plan as data: models, points, sweeps)
 import plan_checks  # noqa: E402
 import plan_data  # noqa: E402  (the adaptation data; trained rows without training data)
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
+import eval_cost  # noqa: E402  (evaluation cost estimates and shards, eval.shards)
 import released  # noqa: E402  (released checkpoints the DAG can also build)
 import report_inputs  # noqa: E402  (which results each table and figure reads)
 import report_rules  # noqa: E402  (the tables and figures)
@@ -51,6 +52,15 @@ ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in EXTEN
 
 EVAL_JOBS = plan.evaluation_jobs(config)
 ACCURACY_CSVS = [plan.accuracy_path(config, j) for j in EVAL_JOBS]
+SHARD_JOBS = eval_cost.shard_jobs(config)  # points over eval.shards.job_minutes: {shard: {model, task, point, k, n}}
+
+
+def eval_shard_inputs(job):
+    """``{"shards": [the shard files of job's points split in shards]}``; nothing without eval.shards."""
+    if not eval_cost.shard_config(config):
+        return {}
+    return {"shards": [f"{R}/accuracy/shards/{s}.json"
+                       for ss in eval_cost.job_shards(config, EVAL_JOBS[job]).values() for s in ss]}
 SWEEPS = plan.bench_sweeps(config)
 THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
 TRAINED = plan.trained_models(config)
