@@ -19,6 +19,7 @@ from fastdllm_core.training.data import check_row, to_messages
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
+import plan_points  # noqa: E402
 import plan_data  # noqa: E402
 
 # rows in the dataset's own schema (dataset card / NeMo-Curator's tutorial): input, output, reasoning, ...
@@ -141,8 +142,8 @@ def test_trained_rows_without_data_are_na_and_plan_no_training(monkeypatch, tmp_
     assert "data.adaptation.local_dir" in c["models"]["nemo_ft_1.5b"]["train_unavailable"]
     assert "data.train_files" in c["models"]["nemo_ft_1.5b"]["train_unavailable"]
     assert plan.trained_models(c) == [] and plan.model_inputs(c, "nemo_ft_1.5b") == []
-    assert "nemo_ft_1.5b" in plan.evaluation_jobs(c)  # its n/a rows keep Table 1's row
-    batch = {r["model"] for r in plan.bench_sweeps(c)["batch"]}
+    assert "nemo_ft_1.5b" in plan_points.evaluation_jobs(c)  # its n/a rows keep Table 1's row
+    batch = {r["model"] for r in plan_points.bench_sweeps(c)["batch"]}
     assert not batch & na and {"fastdllm_v2_7b", "qwen2.5_7b", "llada_8b"} <= batch
     # the file there, or a local copy of the dataset: trained again
     (tmp_path / "data" / "sft").mkdir(parents=True)

@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 import eval_cost  # noqa: E402
 import plan  # noqa: E402
+import plan_points  # noqa: E402
 import plan_summaries  # noqa: E402
 
 
@@ -32,7 +33,7 @@ def _config(name="config.yaml", **shards):
 
 
 def _point(mode, **decode):
-    return plan.point_name(mode, decode)
+    return plan_points.point_name(mode, decode)
 
 
 def test_item_cost_of_known_points():
@@ -40,7 +41,7 @@ def test_item_cost_of_known_points():
     cfg["decode"]["max_new_tokens"] = 64
     # AR: the prompt once, one token per forward
     assert eval_cost.item_cost(cfg, "gsm8k", "ar") == 100 + 64
-    bd = dict(plan.base_decode(cfg), block_size=32, sub_block_size=8, use_sub_block_cache=False)
+    bd = dict(plan_points.base_decode(cfg), block_size=32, sub_block_size=8, use_sub_block_cache=False)
     assert eval_cost.item_cost(cfg, "gsm8k", _point("bd", **bd)) == 100 + 64 * 32
     assert eval_cost.item_cost(cfg, "gsm8k", _point("bd", **dict(bd, use_sub_block_cache=True))) == 100 + 64 * 8
     # LLaDA: steps forwards over prompt + generation
@@ -70,7 +71,7 @@ def test_items_come_from_the_data_file_and_the_limits(tmp_path):
 
 def test_a_point_over_the_budget_is_planned_as_n_shards():
     cfg = _config(job_minutes=1, token_forwards_per_s=1)
-    pts = plan.accuracy_points(cfg)
+    pts = plan_points.accuracy_points(cfg)
     m, t, p = next((m, t, p) for m, t, p in pts if t not in eval_cost.UNSHARDABLE)
     minutes = eval_cost.point_cost(cfg, t, p)[1]
     want = min(math.ceil(minutes), eval_cost.n_items(cfg, t, p))
@@ -79,12 +80,12 @@ def test_a_point_over_the_budget_is_planned_as_n_shards():
     mine = sorted(s for s, sj in shards.items() if (sj["model"], sj["task"], sj["point"]) == (m, t, p))
     assert mine == sorted(eval_cost.shard_name(m, t, p, k, want) for k in range(1, want + 1))
     assert all("@" not in s and "/" not in s for s in shards)
-    job = next(j for j in plan.evaluation_jobs(cfg).values() if j["model"] == m and p in j["points"].get(t, []))
+    job = next(j for j in plan_points.evaluation_jobs(cfg).values() if j["model"] == m and p in j["points"].get(t, []))
     assert sorted(eval_cost.job_shards(cfg, job)[(t, p)]) == mine
     assert "merged from shards" in plan_summaries.eval_summary(cfg, job)
     assert all(sj["n"] == 1 for sj in shards.values() if sj["task"] in eval_cost.UNSHARDABLE)
     # every evaluation job keeps within the budget the points it runs itself
-    for job in plan.evaluation_jobs(cfg).values():
+    for job in plan_points.evaluation_jobs(cfg).values():
         own = eval_cost.job_shards(cfg, job)
         kept = [eval_cost.point_cost(cfg, t, p)[1] for t, ps in job["points"].items() for p in ps if (t, p) not in own]
         assert sum(kept) <= 1
@@ -94,7 +95,7 @@ def test_a_point_over_the_budget_is_planned_as_n_shards():
 def test_no_shards_without_eval_shards(name):
     cfg = _config(name)
     assert eval_cost.shard_config(cfg) is None and eval_cost.shard_jobs(cfg) == {}
-    for job in plan.evaluation_jobs(cfg).values():
+    for job in plan_points.evaluation_jobs(cfg).values():
         assert "estimated cost" not in plan_summaries.eval_summary(cfg, job)
 
 
@@ -118,6 +119,6 @@ def test_rehearsal_splits_a_point_in_two_shards():
     cfg = plan.expand_seeds(cfg)
     shards = eval_cost.shard_jobs(cfg)
     assert {sj["n"] for sj in shards.values()} <= {1, 2} and any(sj["n"] == 2 for sj in shards.values())
-    merged = [ss for j in plan.evaluation_jobs(cfg).values() for ss in eval_cost.job_shards(cfg, j).values()
+    merged = [ss for j in plan_points.evaluation_jobs(cfg).values() for ss in eval_cost.job_shards(cfg, j).values()
               if len(ss) == 2]
     assert merged and all(s.endswith(("s1of2", "s2of2")) for ss in merged for s in ss)

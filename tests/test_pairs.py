@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import pairs  # noqa: E402
 import plan  # noqa: E402
+import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
 import report_specs  # noqa: E402
 
@@ -106,12 +107,12 @@ def test_departures_reach_table1_and_figure1_notes():
     for lab in ("LLaDA-8B-Instruct", "LLaDA-1.5", "Dream-v0-Instruct-7B"):
         assert f"{lab} departs from its authors' evaluation: " in text
     assert "mmlu_generative" in text and "mc_num 128 here against 32" in text
-    notes = report_specs.fig1_notes(cfg, plan.fig1a_models(cfg))
+    notes = report_specs.fig1_notes(cfg, plan_points.fig1a_models(cfg))
     assert len(notes) == 1 and notes[0].startswith("Fast-dLLM v1 points: ") and "Dream-v0-Base-7B" in notes[0]
     assert report_specs.fig1_notes(load("config.yaml"), ["ar_base"]) == []
 
 
 def test_llada_ifeval_at_its_own_setting():
     """eval_llada_opencompass.sh line 34: IFEval at gen_length = steps = block 512 with confidence_eos_eot_inf."""
-    d = plan.model_decode(load("paper.yaml"), "llada_8b", "ifeval")
+    d = plan_points.model_decode(load("paper.yaml"), "llada_8b", "ifeval")
     assert (d["max_new_tokens"], d["block_size"], d["steps"], d["confidence_eos_eot_inf"]) == (512, 512, 512, True)

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import plan  # noqa: E402
+import plan_points  # noqa: E402
 import report_inputs  # noqa: E402
 import report_rules  # noqa: E402
 
@@ -54,19 +55,19 @@ def _write_results(config, d: Path):
     """Synthetic per-job accuracy CSVs and per-sweep throughput CSVs of ``config``'s plan (values drawn at random),
     and their concatenations accuracy.csv / throughput.csv (what collect_accuracy / collect_throughput write)."""
     rng, acc_paths, thr_paths = random.Random(0), [], []
-    for job, spec in plan.evaluation_jobs(config).items():
+    for job, spec in plan_points.evaluation_jobs(config).items():
         rows = []
         for task, points in spec["points"].items():
             for p in points:
                 mode = DecodeConfig.slug_mode(p)
                 fields = DecodeConfig.from_slug(p).row_fields(mode)
                 rows += [dict(model=spec["model"], task=task, metric=m, value=round(rng.uniform(5, 95), 4),
-                              n=plan.point_limit(p) or 256, status="ok", mode=mode, point=p, **fields)
+                              n=plan_points.point_limit(p) or 256, status="ok", mode=mode, point=p, **fields)
                          for m in _metrics(config, task)]
         acc_paths.append(d / f"accuracy/{job}.csv")
         acc_paths[-1].parent.mkdir(parents=True, exist_ok=True)
         write_csv_atomic(acc_paths[-1], rows)
-    for sweep, runs in plan.bench_sweeps(config).items():
+    for sweep, runs in plan_points.bench_sweeps(config).items():
         tps = [round(rng.uniform(10, 500), 3) for _ in runs]
         rows = [dict(model=r["model"], mode=r["mode"], batch_size=r["batch_size"], sweep=sweep, status="ok",
                      tokens_per_s=t, total_tokens=1000, wall_time_s_min=1000 / (1.1 * t),

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
+import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def test_every_adaptation_is_trained_once_per_seed():
     assert plan.seed_group(ex, "ar_base") == ["ar_base"] and "ar_base.seed1" not in ex["models"]
     assert plan.expand_seeds(ex) is ex
     # every replicate is evaluated on Table 1/2's tasks at the accuracy point; the sweeps stay on the first seed
-    ev = plan.evaluations(ex)
+    ev = plan_points.evaluations(ex)
     assert ("bd_pad_cm.seed2", "synth_arith") in ev and ev[("bd_pad_cm.seed2", "synth_arith")] == ["bd_b32_s8_t1_c0"]
     assert all("@" not in p for (m, _), pts in ev.items() if ".seed" in m for p in pts)
     assert len(ev[("bd_pad_cm", "synth_arith")]) > 1

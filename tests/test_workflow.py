@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
 import plan  # noqa: E402
+import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
 import plan_summaries  # noqa: E402
 
@@ -134,21 +135,21 @@ def test_gpu_job_fails_clearly_without_cuda(monkeypatch):
     with pytest.raises(RuntimeError, match="no CUDA device"):
         jobs.require_device({"gpu": True, "device": "cuda"})
     assert jobs.require_device({"gpu": False, "device": "cpu"}) == "cpu"
-    assert "gpu_batch" not in plan.bench_sweeps(default_config())  # GPU-only sweep left out by config
+    assert "gpu_batch" not in plan_points.bench_sweeps(default_config())  # GPU-only sweep left out by config
 
 
 def test_changing_one_decoding_parameter_touches_only_its_jobs():
     cfg = default_config()
-    ev0, sw0 = plan.evaluations(cfg), plan.bench_sweeps(cfg)
+    ev0, sw0 = plan_points.evaluations(cfg), plan_points.bench_sweeps(cfg)
     cfg2 = copy.deepcopy(cfg)
     cfg2["figures"]["threshold"]["thresholds"] = [0.6, 0.9, 1.0]
-    ev1, sw1 = plan.evaluations(cfg2), plan.bench_sweeps(cfg2)
+    ev1, sw1 = plan_points.evaluations(cfg2), plan_points.bench_sweeps(cfg2)
     changed = {k for k in ev0.keys() | ev1.keys() if ev0.get(k) != ev1.get(k)}
     assert changed == {(cfg["roles"]["main_bd"], cfg["columns"]["gsm8k"]["task"])}
     assert {k for k in sw0 if sw0[k] != sw1[k]} == {"threshold"}
     assert DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields() == {"block_size": 32, "sub_block_size": 8, "threshold": 0.9,
                                                    "use_sub_block_cache": True, "eos_rule": "fill_block"}
-    assert plan.point_name("bd", DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields()) == "bd_b32_s8_t0.9_c1"
+    assert plan_points.point_name("bd", DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields()) == "bd_b32_s8_t0.9_c1"
 
 
 def paper_config():
@@ -197,14 +198,14 @@ def test_paper_scale_compares_like_with_like():
     cfg = paper_config()
     r = cfg["roles"]
     assert (r["ablation_bd"], r["speed_bd"], r["speed_ar"]) == ("fastdllm_v2_1.5b", "fastdllm_v2_7b", "qwen2.5_7b")
-    ev = plan.evaluations(cfg)
-    base = plan.base_decode(cfg)
-    t3 = {plan.point_name("bd", dict(base, sub_block_size=s)) for s in cfg["tables"]["table3"]["sub_blocks"]}
-    t4 = {plan.point_name("bd", dict(base, block_size=b, sub_block_size=b)) for b in cfg["tables"]["table4"]["block_sizes"]}
+    ev = plan_points.evaluations(cfg)
+    base = plan_points.base_decode(cfg)
+    t3 = {plan_points.point_name("bd", dict(base, sub_block_size=s)) for s in cfg["tables"]["table3"]["sub_blocks"]}
+    t4 = {plan_points.point_name("bd", dict(base, block_size=b, sub_block_size=b)) for b in cfg["tables"]["table4"]["block_sizes"]}
     for task in ("gsm8k", "humaneval"):
         assert t3 | t4 <= set(ev[("fastdllm_v2_1.5b", task)])  # Tables 3, 4 on the 1.5B model ...
-        assert not (t3 | t4) - {plan.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])  # ... not the 7B
-    sw = plan.bench_sweeps(cfg)
+        assert not (t3 | t4) - {plan_points.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])  # ... not the 7B
+    sw = plan_points.bench_sweeps(cfg)
     assert {x["model"] for x in sw["subblock"]} == {"fastdllm_v2_1.5b"}  # Figure 6
     assert {x["model"] for x in sw["threshold"]} == {"fastdllm_v2_7b"}
     # Figures 1a and 1b: every Table 1 model (the baselines) but the NTP baseline Nemo-FT (not in the paper's
@@ -239,11 +240,11 @@ def test_paper_scale_has_every_table1_baseline_with_its_own_sampler():
     for p in ("LLaMA-3.2", "SmolLM2", "LLaDA", "LLaDA-1.5", "Dream"):
         assert cfg["models"][rows[p]["model"]]["citation"]
     assert rows["Dream"]["baseline"] == "qwen2.5_7b" and "baseline" not in rows["LLaDA"]
-    llada = plan.model_decode(cfg, rows["LLaDA"]["model"], "gsm8k")
+    llada = plan_points.model_decode(cfg, rows["LLaDA"]["model"], "gsm8k")
     assert (llada["max_new_tokens"], llada["block_size"], llada["steps"]) == (256, 8, 256)
-    assert plan.model_decode(cfg, rows["LLaDA"]["model"], "humaneval")["logits_eos_inf"] is True
-    assert plan.model_decode(cfg, rows["Dream"]["model"], "humaneval")["max_new_tokens"] == 768
-    pts = {(x["model"], x["mode"]) for x in plan.bench_sweeps(cfg)["batch"]}
+    assert plan_points.model_decode(cfg, rows["LLaDA"]["model"], "humaneval")["logits_eos_inf"] is True
+    assert plan_points.model_decode(cfg, rows["Dream"]["model"], "humaneval")["max_new_tokens"] == 768
+    pts = {(x["model"], x["mode"]) for x in plan_points.bench_sweeps(cfg)["batch"]}
     for p in ("LLaDA", "Dream"):
         m = rows[p]["model"]
         assert {(m, modes[p]), (m, "v1")} <= pts
@@ -286,8 +287,8 @@ def test_case_study_config_structure():
         assert len(cases["multi_turn"]) == 2
         assert all(isinstance(c, list) and 2 <= len(c) <= 3 and all(isinstance(u, str) for u in c)
                    for c in cases["multi_turn"])
-        assert plan.case_conversations(cfg, "single_turn") == [[p] for p in cases["single_turn"]]
-        assert plan.case_conversations(cfg, "multi_turn") == cases["multi_turn"]
+        assert plan_points.case_conversations(cfg, "single_turn") == [[p] for p in cases["single_turn"]]
+        assert plan_points.case_conversations(cfg, "multi_turn") == cases["multi_turn"]
     # paper scale: the paper's own dialogues, verbatim (Tables 5 and 6)
     cases = paper_config()["tables"]["cases"]
     assert cases["single_turn"] == paper_cases.conversations("single_turn")
@@ -332,14 +333,14 @@ def test_every_point_round_trips_through_decode_config(which):
     """The DAG names a point by DecodeConfig.slug() and each job rebuilds it with from_slug(): the names of both
     configs' jobs survive the round trip byte for byte (job lists and cached results are keyed by them)."""
     cfg = default_config() if which == "default" else paper_config()
-    points = {p for job in plan.evaluation_jobs(cfg).values() for ps in job["points"].values() for p in ps}
+    points = {p for job in plan_points.evaluation_jobs(cfg).values() for ps in job["points"].values() for p in ps}
     assert points and "bd_b32_s8_t1_c0" in points
     for p in points:
-        slug, limit = p.split("@")[0], plan.point_limit(p)
+        slug, limit = p.split("@")[0], plan_points.point_limit(p)
         mode = DecodeConfig.slug_mode(p)
-        assert plan.point_name(mode, DecodeConfig.from_slug(p).point_fields(mode), limit) == p
+        assert plan_points.point_name(mode, DecodeConfig.from_slug(p).point_fields(mode), limit) == p
         assert DecodeConfig.from_slug(p).slug(mode) == slug
-    for runs in plan.bench_sweeps(cfg).values():
+    for runs in plan_points.bench_sweeps(cfg).values():
         for r in runs:
             assert DecodeConfig.from_dict(r["decode"]).validate(r["mode"]).point_fields(r["mode"]) == r["decode"]
 
@@ -361,16 +362,16 @@ def test_sweeps_are_split_into_bounded_jobs_whatever_their_item_count(name):
     once all went into the model's Table 1 job (19 points of fastdllm_v2_1.5b, full GSM8K each).  A model's main
     job holds only its Table 1-2 points; its sweep points go to jobs of at most `eval.sweep_points_per_job`."""
     cfg = default_config() if name == "default" else paper_config()
-    tables = plan.table_points(cfg)
-    per_job = cfg["eval"].get("sweep_points_per_job", plan.SWEEP_POINTS_PER_JOB)
-    jobs = plan.evaluation_jobs(cfg)
+    tables = plan_points.table_points(cfg)
+    per_job = cfg["eval"].get("sweep_points_per_job", plan_points.SWEEP_POINTS_PER_JOB)
+    jobs = plan_points.evaluation_jobs(cfg)
     for job, spec in jobs.items():
         pts = [(spec["model"], t, p) for t, ps in spec["points"].items() for p in ps]
         if ".sweep" in job:
             assert len(pts) <= per_job and not set(pts) & tables, job
         else:
             assert set(pts) <= tables, (job, set(pts) - tables)
-    every = {(m, t, p) for m, t, p in plan.accuracy_points(cfg)}
+    every = {(m, t, p) for m, t, p in plan_points.accuracy_points(cfg)}
     assert every == {(s["model"], t, p) for s in jobs.values() for t, ps in s["points"].items() for p in ps}
     if name == "paper":
         assert cfg["eval"].get("sweep_limit") is None

@@ -28,6 +28,7 @@ from pathlib import Path
 from fastdllm_core.config import MDM_MODES, DecodeConfig
 
 import plan
+import plan_points
 
 # official test sizes: GSM8K test (openai/gsm8k), MATH test (EleutherAI/hendrycks_math, lm-eval minerva_math),
 # HumanEval+ (EvalPlus), MBPP+ v0.2.0 (EvalPlus), IFEval (google/IFEval), MMLU test (cais/mmlu), GPQA main
@@ -69,7 +70,7 @@ def n_items(config: dict, task: str, point: str) -> int:
     if n is None:
         raise ValueError(f"eval.shards: no local data file (data.eval_paths.{task}) and no official size for task "
                          f"{task!r}: set data.eval_paths.{task}")
-    limit = plan.point_limit(point) or config["eval"].get("limit")
+    limit = plan_points.point_limit(point) or config["eval"].get("limit")
     return min(n, limit * SUBTASKS.get(task, 1)) if limit else n
 
 
@@ -138,7 +139,7 @@ def shard_jobs(config: dict) -> dict[str, dict]:
     if not shard_config(config):
         return out
     budget = float(shard_config(config)["job_minutes"])
-    for job in plan.evaluation_jobs(config).values():
+    for job in plan_points.evaluation_jobs(config).values():
         if config["models"][job["model"]].get("train_unavailable"):  # n/a rows, written by its evaluate job
             continue
         used = 0.0

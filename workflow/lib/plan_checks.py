@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pairs
 import plan
+import plan_points
 import released
 
 # the tasks whose sweep prompts load from the Hub without data.eval_paths (fastdllm_core.bench.prompt_source)
@@ -150,10 +151,10 @@ def _check_model_decoding(config: dict) -> None:
     from fastdllm_core.config import MODE_FIELDS, DecodeConfig
 
     for name, m in config["models"].items():
-        if "decode" in m and not plan.is_mdm(config, name):
+        if "decode" in m and not plan_points.is_mdm(config, name):
             _fail(f"models.{name}.decode", f"only masked-diffusion models (mode llada or dream) have their own "
                                            f"decode block; {name!r} has mode {m['mode']} (see decode:)")
-        if not plan.is_mdm(config, name):
+        if not plan_points.is_mdm(config, name):
             continue
         for task in [None, *((m.get("decode") or {}).get("per_task") or {})]:
             field = f"models.{name}.decode" + (f".per_task.{task}" if task else "")
@@ -167,11 +168,11 @@ def _check_model_decoding(config: dict) -> None:
                 _fail(field, "needs max_new_tokens (its generation length): decode.max_new_tokens is "
                              f"{config['decode']['max_new_tokens']!r}")
             try:
-                DecodeConfig.from_dict(plan.model_decode(config, name, task)).validate(m["mode"])
+                DecodeConfig.from_dict(plan_points.model_decode(config, name, task)).validate(m["mode"])
             except (TypeError, ValueError) as exc:
                 _fail(field, str(exc))
             try:
-                DecodeConfig.from_dict(plan.v1_decode(config, name, task)).validate("v1")
+                DecodeConfig.from_dict(plan_points.v1_decode(config, name, task)).validate("v1")
             except (TypeError, ValueError) as exc:
                 _fail("speed_v1", f"Fast-dLLM v1 on {name}" + (f" ({task})" if task else "") + f": {exc}")
 

@@ -6,6 +6,7 @@ from fastdllm_core.config import format_threshold
 
 import eval_cost
 import plan
+import plan_points
 
 
 def decode_summary(decodes: list[dict]) -> str:
@@ -21,7 +22,7 @@ def decode_summary(decodes: list[dict]) -> str:
 def sweep_summary(config: dict, sweep: str) -> str:
     """Which model runs at which batch sizes and decoding settings in a sweep (dry-run message of the bench job)."""
     by: dict[str, list] = {}
-    for r in plan.bench_sweeps(config)[sweep]:
+    for r in plan_points.bench_sweeps(config)[sweep]:
         by.setdefault(f"{r['model']} ({r['mode']})", []).append(r)
     out = []
     for m, runs in by.items():
@@ -71,7 +72,7 @@ def role_summary(config: dict, *names: str) -> str:
 
 def case_summary(config: dict, kind: str) -> str:
     """Every conversation with its user turns (whitespace-normalised), for the dry-run message of the job."""
-    convs = plan.case_conversations(config, kind)
+    convs = plan_points.case_conversations(config, kind)
     out = [f"[{i}] " + " / ".join(f'"{" ".join(u.split())}"' for u in turns) for i, turns in enumerate(convs, 1)]
     how = (" (each later user turn follows the model's own previous answers)"
            if any(len(c) > 1 for c in convs) else "")

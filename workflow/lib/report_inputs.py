@@ -1,8 +1,8 @@
 """Which results each table and figure reads, so that it waits only on what it shows.
 
-A table or figure reads the evaluation-job CSVs (``plan.accuracy_path``) of the models it shows -- its rows, the
+A table or figure reads the evaluation-job CSVs (``plan_points.accuracy_path``) of the models it shows -- its rows, the
 rows its difference columns compare against, every seed copy ``<model>.seed<S>`` of a row (``plan.seed_group``),
-the models of its role (``plan.role``) or its speed points (``plan.fig1a_models``) -- and the CSV of its own
+the models of its role (``plan.role``) or its speed points (``plan_points.fig1a_models``) -- and the CSV of its own
 throughput sweep (:data:`FIGURE_SWEEPS`), never the collected ``accuracy.csv`` / ``throughput.csv`` (which wait on
 every job, the trained models' included).  The model sets come from the same plan functions
 ``workflow/scripts/report_specs.py`` draws with; ``tests/test_report_inputs.py`` checks that a table or figure
@@ -12,8 +12,9 @@ used by ``workflow/rules/common.smk``.
 from __future__ import annotations
 
 import plan
+import plan_points
 
-# The throughput sweep (plan.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
+# The throughput sweep (plan_points.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
 # measured together, and the same setting measured by another sweep is another measurement.
 FIGURE_SWEEPS = {"fig1a_throughput_vs_accuracy": "batch", "fig1b_throughput_batch": "batch",
                  "fig_threshold_gsm8k": "threshold", "fig_gpu_batch_throughput": "gpu_batch",
@@ -33,7 +34,7 @@ ACCURACY_MODELS = {
     "table2_recipe_ablation": lambda c: _rows(c, "table2"),
     "table3_subblock_size": lambda c: [plan.role(c, "ablation_bd")],
     "table4_block_size_mismatch": lambda c: [plan.role(c, "ablation_bd")],
-    "fig1a_throughput_vs_accuracy": plan.fig1a_models,
+    "fig1a_throughput_vs_accuracy": plan_points.fig1a_models,
     "fig_threshold_gsm8k": lambda c: [plan.role(c, "speed_bd")],
     "fig_subblock_accuracy": lambda c: [plan.role(c, "ablation_bd")],
 }
@@ -47,12 +48,12 @@ def accuracy_models(config: dict, name: str) -> list[str]:
 
 
 def accuracy_inputs(config: dict, name: str, jobs: dict | None = None) -> list[str]:
-    """The evaluation-job CSVs of the models ``name`` shows, in ``plan.evaluation_jobs`` order (the order
+    """The evaluation-job CSVs of the models ``name`` shows, in ``plan_points.evaluation_jobs`` order (the order
     ``collect_accuracy`` concatenates them in).  Every job of such a model is read: a sweep point measured on
     every item anyway is taken from the model's Table 1-2 job."""
     models = set(accuracy_models(config, name))
-    jobs = plan.evaluation_jobs(config) if jobs is None else jobs
-    return [plan.accuracy_path(config, j) for j, job in jobs.items() if job["model"] in models]
+    jobs = plan_points.evaluation_jobs(config) if jobs is None else jobs
+    return [plan_points.accuracy_path(config, j) for j, job in jobs.items() if job["model"] in models]
 
 
 def throughput_inputs(config: dict, name: str) -> list[str]:
@@ -61,4 +62,4 @@ def throughput_inputs(config: dict, name: str) -> list[str]:
     if name not in FIGURE_SWEEPS:
         raise ValueError(f"report {name!r} reads no throughput results (figures that do: {sorted(FIGURE_SWEEPS)})")
     sweep = FIGURE_SWEEPS[name]
-    return [f"{plan.run_dir(config)}/throughput/{sweep}.csv"] if sweep in plan.bench_sweeps(config) else []
+    return [f"{plan.run_dir(config)}/throughput/{sweep}.csv"] if sweep in plan_points.bench_sweeps(config) else []

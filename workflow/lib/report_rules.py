@@ -5,6 +5,7 @@ table3_subblock_size``).  What each table and figure shows is ``workflow/scripts
 from __future__ import annotations
 
 import plan
+import plan_points
 import plan_summaries as summaries
 
 TABLE_DOC = " (reproduced | paper | difference)."
@@ -48,7 +49,7 @@ SPECS = [
     (_figure("fig_gpu_batch_throughput", "Figure 5: AR vs diffusion by batch size per GPU type.", ("thr", "gpu"),
              "Figure 5 (AR vs diffusion by batch size, GPU)"),
      lambda c: (f"models {summaries.role_summary(c, 'speed_bd', 'speed_ar')}; diffusion at "
-                f"{summaries.decode_summary([plan.gpu_batch_decode(c)])}")),
+                f"{summaries.decode_summary([plan_points.gpu_batch_decode(c)])}")),
     (_figure("fig_subblock_accuracy", "Figure 6a: accuracy vs sub-block size, cache on/off.", ("acc",),
              "Figure 6a (accuracy vs sub-block size)"),
      lambda c: f"models {summaries.role_summary(c, 'ablation_bd')}"),

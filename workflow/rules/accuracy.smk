@@ -1,5 +1,5 @@
 rule evaluate:
-    """Accuracy of one model on a set of tasks and decoding points (plan.evaluation_jobs: the Table 1-2
+    """Accuracy of one model on a set of tasks and decoding points (plan_points.evaluation_jobs: the Table 1-2
     points of a model in one job, its sweep points in jobs of a few each), the model loaded once.  The points are
     a param: adding or changing one reruns this job, which then measures only the new points -- points measured
     before with the same model, data, settings and code are reused from the model's cache."""
@@ -33,7 +33,7 @@ rule evaluate:
     message:
         "accuracy {wildcards.job} -> {output}: {params.summary}"
     threads: 1
-    priority: lambda wc: plan.eval_priority(config, wc.job)
+    priority: lambda wc: plan_points.eval_priority(config, wc.job)
     conda:
         "../../environment.yml"
     resources:
@@ -96,9 +96,9 @@ rule case_study:
     params:
         source=lambda wc: plan.model_source(config, plan.role(config, "main_bd")),
         model=plan.role(config, "main_bd"),
-        conversations=lambda wc: plan.case_conversations(config, wc.kind),
+        conversations=lambda wc: plan_points.case_conversations(config, wc.kind),
         summary=lambda wc: summaries.case_summary(config, wc.kind),
-        decode=plan.base_decode(config),
+        decode=plan_points.base_decode(config),
         max_new_tokens=config["tables"]["cases"]["max_new_tokens"],
     log:
         f"{LOGS}/cases/{{kind}}.log",

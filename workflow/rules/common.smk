@@ -5,7 +5,8 @@ import sys
 from snakemake.utils import validate
 
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
-import plan  # noqa: E402  (the DAG plan as data: models, points, sweeps)
+import plan  # noqa: E402  (the DAG plan as data: models, training)
+import plan_points  # noqa: E402  (decoding points, evaluation jobs, sweeps)
 import plan_checks  # noqa: E402
 import plan_data  # noqa: E402  (the adaptation data; trained rows without training data)
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
@@ -50,8 +51,8 @@ EXTENSIONS = {"table": ("md", "tex"), "figure": ("png", "pdf")}
 ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in EXTENSIONS["table"]]
 ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in EXTENSIONS["figure"]]
 
-EVAL_JOBS = plan.evaluation_jobs(config)
-ACCURACY_CSVS = [plan.accuracy_path(config, j) for j in EVAL_JOBS]
+EVAL_JOBS = plan_points.evaluation_jobs(config)
+ACCURACY_CSVS = [plan_points.accuracy_path(config, j) for j in EVAL_JOBS]
 SHARD_JOBS = eval_cost.shard_jobs(config)  # points over eval.shards.job_minutes: {shard: {model, task, point, k, n}}
 
 
@@ -61,7 +62,7 @@ def eval_shard_inputs(job):
         return {}
     return {"shards": [f"{R}/accuracy/shards/{s}.json"
                        for ss in eval_cost.job_shards(config, EVAL_JOBS[job]).values() for s in ss]}
-SWEEPS = plan.bench_sweeps(config)
+SWEEPS = plan_points.bench_sweeps(config)
 THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
 TRAINED = plan.trained_models(config)
 RELEASE_BUILDS = released.builds(config)
@@ -94,7 +95,7 @@ def release_inputs(wildcards):
     return {
         "finals": [plan.model_final(config, m) for m in RELEASE_BUILDS],
         "metrics": [f"{R}/models/{s}/training_metrics.csv" for s in chains],
-        "accuracy": [plan.accuracy_path(config, j) for j, job in EVAL_JOBS.items() if job["model"] in RELEASE_BUILDS],
+        "accuracy": [plan_points.accuracy_path(config, j) for j, job in EVAL_JOBS.items() if job["model"] in RELEASE_BUILDS],
         "numerics": "tests/data/numerics/training.json",
     }
 

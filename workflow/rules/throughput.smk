@@ -1,13 +1,13 @@
 rule bench:
     """A throughput sweep (AR vs block diffusion); its runs are params, so changing one reruns this sweep only."""
     input:
-        models=lambda wc: [p for m in plan.sweep_models(config, wc.sweep) for p in plan.model_inputs(config, m)],
+        models=lambda wc: [p for m in plan_points.sweep_models(config, wc.sweep) for p in plan.model_inputs(config, m)],
         data=task_inputs(config["bench"]["prompts_from"]),
     output:
         f"{R}/throughput/{{sweep}}.csv",
     params:
         runs=lambda wc: SWEEPS[wc.sweep],
-        sources=lambda wc: {m: plan.model_source(config, m) for m in plan.sweep_models(config, wc.sweep)},
+        sources=lambda wc: {m: plan.model_source(config, m) for m in plan_points.sweep_models(config, wc.sweep)},
         prompts_task=config["bench"]["prompts_from"],
         prompts_path=lambda wc: task_data(config["bench"]["prompts_from"]),
         bench=config["bench"],

@@ -10,6 +10,7 @@ with logged(snakemake):  # noqa: F821
 
     import jobs
     import plan
+    import plan_points
     from fastdllm_core import bench
     from fastdllm_core.config import MDM_MODES, DecodeConfig
     from fastdllm_core.provenance import write_csv_atomic
@@ -55,7 +56,7 @@ with logged(snakemake):  # noqa: F821
             mdm = run["mode"] in MDM_MODES
             cfg = bench.SweepConfig(
                 modes=() if mdm else (run["mode"],), ar_baselines=("hf",),
-                points=(plan.point_name(run["mode"], run["decode"]),) if mdm else (),
+                points=(plan_points.point_name(run["mode"], run["decode"]),) if mdm else (),
                 thresholds=(float(d.threshold if d.threshold is not None else 1.0),),
                 sub_block_sizes=(int(d.sub_block_size),), sub_block_cache=(bool(d.use_sub_block_cache),),
                 batch_sizes=(int(run["batch_size"]),), block_size=None if mdm else int(d.block_size),

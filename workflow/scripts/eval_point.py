@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jobs
 import plan
+import plan_points
 from fastdllm_core.config import MDM_MODES, DecodeConfig
 from fastdllm_core.provenance import run_metadata
 
@@ -42,7 +43,7 @@ def run_point(loaded, p, config: dict, task: str, point: str, data_path, device:
              "train_seed": plan.train_seed(config, p.model) if "train" in config["models"][p.model] else ""}
     try:
         rows = run_task(loaded, task, mode=mode, decode=decode, batch_size=int(p.batch_size),
-                        limit=plan.point_limit(point) or p.limit, out_dir=out_dir,
+                        limit=plan_points.point_limit(point) or p.limit, out_dir=out_dir,
                         data_path=data_path, model_label=p.label, seed=int(config["seed"]),
                         extra=extra, device=device, code_opts={"verdict_cache": p.verdict_cache},
                         max_new_tokens="task" if task_len and mode not in MDM_MODES else None,

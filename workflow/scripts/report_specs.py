@@ -6,6 +6,7 @@ import pandas as pd
 
 import pairs
 import plan
+import plan_points
 from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
 from analysis import figures as F
 from analysis import tables as T
@@ -89,7 +90,7 @@ def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
 
 def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> T.Table:
     acc = acc if acc is not None else pd.DataFrame()
-    scale, base, abl = config["scale"], plan.base_decode(config), plan.role(config, "ablation_bd")
+    scale, base, abl = config["scale"], plan_points.base_decode(config), plan.role(config, "ablation_bd")
     t = config["tables"]
     notes = [scale_note(config)]
     if name == "table1_main":
@@ -155,11 +156,11 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
 
 def seed_group_spec(config: dict, model: str, text: str) -> dict:
     """A table row's group: the model, its seed replicates (``members``), its label (which says how many seeds the
-    row averages) and its accuracy setting per task (``plan.model_decode``)."""
+    row averages) and its accuracy setting per task (``plan_points.model_decode``)."""
     members = plan.seed_group(config, model)
     return {"label": text + (f" (mean of {len(members)} seeds)" if len(members) > 1 else ""), "model": model,
-            "members": members, "decode": plan.model_decode(config, model) or None,
-            "decode_by_task": {t: plan.model_decode(config, model, t) or None for t in plan.tasks(config)}}
+            "members": members, "decode": plan_points.model_decode(config, model) or None,
+            "decode_by_task": {t: plan_points.model_decode(config, model, t) or None for t in plan.tasks(config)}}
 
 
 def seed_notes(config: dict, models: list[str]) -> list[str]:
@@ -213,12 +214,12 @@ POINT_LABELS = {"llada": "own sampler (LLaDA generate)", "dream": "own sampler (
 
 
 def speed_point_specs(config: dict, models: list[str]) -> list[dict]:
-    """The points the speed figures draw: each model at each of its speed points (plan.speed_points), labelled;
+    """The points the speed figures draw: each model at each of its speed points (plan_points.speed_points), labelled;
     a masked-diffusion model twice (its own sampler, and Fast-dLLM v1 with its cache and threshold)."""
     task = _col(config, "threshold")[0]
     out = []
     for m in models:
-        points = plan.speed_points(config, m, task)
+        points = plan_points.speed_points(config, m, task)
         for mode, dec in points:
             text = label(config, m)
             if len(points) > 1:
@@ -232,7 +233,7 @@ def fig1_notes(config: dict, models: list[str]) -> list[str]:
     """Figure 1a's departures: the Fast-dLLM v1 points' (``speed_v1.departures``) when a masked-diffusion model is
     drawn (the models' own departures are Table 1's tasks, not the figure's GSM8K)."""
     v1 = (config.get("speed_v1") or {}).get("departures")
-    return [f"Fast-dLLM v1 points: {v1.strip()}"] if v1 and any(plan.is_mdm(config, m) for m in models) else []
+    return [f"Fast-dLLM v1 points: {v1.strip()}"] if v1 and any(plan_points.is_mdm(config, m) for m in models) else []
 
 
 def draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_frames=()) -> None:
@@ -251,23 +252,23 @@ def _draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_fram
     abl, speed_bd, speed_ar = (plan.role(config, r) for r in ("ablation_bd", "speed_bd", "speed_ar"))
     if name == "fig1a_throughput_vs_accuracy":
         task, metric = _col(config, "threshold")
-        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": speed_point_specs(config, plan.fig1a_models(config)),
+        F.fig1a_throughput_vs_accuracy(acc, thr, {"models": speed_point_specs(config, plan_points.fig1a_models(config)),
                                                   "ar_reference": speed_ar, "bd_reference": speed_bd,
                                                   "task": task, "metric": metric,
-                                                  "speed_decode": plan.speed_decode(config), "batch": 1,
+                                                  "speed_decode": plan_points.speed_decode(config), "batch": 1,
                                                   "sweep": FIGURE_SWEEPS[name],
-                                                  "notes": fig1_notes(config, plan.fig1a_models(config))},
+                                                  "notes": fig1_notes(config, plan_points.fig1a_models(config))},
                                        scale, png, pdf)
     elif name == "fig1b_throughput_batch":
-        F.fig1b_throughput_batch(thr, {"models": speed_point_specs(config, plan.fig1a_models(config)),
+        F.fig1b_throughput_batch(thr, {"models": speed_point_specs(config, plan_points.fig1a_models(config)),
                                        "bd_model": speed_bd, "batches": f["batch"]["batches"],
-                                       "speed_decode": plan.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                       "speed_decode": plan_points.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                  scale, png, pdf)
     elif name == "fig_threshold_gsm8k":
         task, metric = _col(config, "threshold")
         F.fig_threshold_gsm8k(acc, thr, {"model": speed_bd, "label": label(config, speed_bd), "task": task,
                                          "metric": metric, "thresholds": f["threshold"]["thresholds"],
-                                         "decode": plan.base_decode(config), "batch": f["threshold"]["batch"],
+                                         "decode": plan_points.base_decode(config), "batch": f["threshold"]["batch"],
                                          "sweep": FIGURE_SWEEPS[name]},
                               scale, png, pdf)
     elif name == "fig_gpu_batch_throughput":
@@ -275,18 +276,18 @@ def _draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_fram
         allthr = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         F.fig_gpu_batch_throughput(allthr, {"ar_model": speed_ar, "bd_model": speed_bd,
                                             "ar_label": label(config, speed_ar), "bd_label": label(config, speed_bd),
-                                            "decode": plan.gpu_batch_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                            "decode": plan_points.gpu_batch_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                    png, pdf)
     elif name == "fig_subblock_accuracy":
         task, metric = _col(config, "subblock")
         F.fig_subblock_accuracy(acc, {"model": abl, "label": label(config, abl), "task": task, "metric": metric,
                                       "sub_blocks": f["subblock"]["sub_blocks"], "caches": f["subblock"]["caches"],
-                                      "decode": plan.speed_decode(config)}, scale, png, pdf)
+                                      "decode": plan_points.speed_decode(config)}, scale, png, pdf)
     elif name == "fig_subblock_throughput":
         F.fig_subblock_throughput(thr, {"model": abl, "label": label(config, abl),
                                         "sub_blocks": f["subblock"]["sub_blocks"],
                                         "caches": f["subblock"]["caches"], "batches": f["subblock"]["batches"],
-                                        "decode": plan.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
+                                        "decode": plan_points.speed_decode(config), "sweep": FIGURE_SWEEPS[name]},
                                   scale, png, pdf)
     elif name == "fig_attention_masks":
         F.fig_attention_masks(png, pdf, f["masks"]["seq_len"], f["masks"]["block_size"])
@@ -318,7 +319,7 @@ def summary_comparisons(config: dict) -> list[dict]:
 
 def summary_sweeps(config: dict) -> list[dict]:
     """Tables 3 and 4 and Figure 4's threshold sweep, on the first seed, each against its reference setting."""
-    t, f, base = config["tables"], config["figures"], plan.base_decode(config)
+    t, f, base = config["tables"], config["figures"], plan_points.base_decode(config)
     abl, speed_bd = plan.role(config, "ablation_bd"), plan.role(config, "speed_bd")
     limit = config["eval"].get("sweep_limit")
     on = f"first {limit} test items" if limit else "every test item"
@@ -351,13 +352,13 @@ def summary_spec(config: dict) -> dict:
     """What the summary page (analysis.summary) shows for ``config``."""
     t1, t2 = config["tables"]["table1"]["rows"], config["tables"]["table2"]["rows"]
     models = list(dict.fromkeys([r["model"] for r in t1] + [r["model"] for r in t2]))
-    base = plan.base_decode(config)
+    base = plan_points.base_decode(config)
     groups = [dict(seed_group_spec(config, m, label(config, m)), label=label(config, m)) for m in models]
     stand_ins = ", ".join(f"{spec['title']} = {spec['task']}" for spec in summary_columns(config)
                           if not spec.get("comparable"))
     seeds = plan.adaptation_seeds(config)
-    sp_models = [dict(p, source=p["model"]) for p in speed_point_specs(config, plan.fig1a_models(config))]
-    sd = plan.speed_decode(config)
+    sp_models = [dict(p, source=p["model"]) for p in speed_point_specs(config, plan_points.fig1a_models(config))]
+    sd = plan_points.speed_decode(config)
     return {
         "title": titled(config, f"What the DAG measured (scale: {config['scale']})"),
         "scale": config["scale"],
