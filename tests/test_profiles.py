@@ -168,3 +168,21 @@ def test_default_local_run_gets_the_workflow_profile(monkeypatch):
         prof = _profile(name)
         clash = {k: (default[k], prof[k]) for k in set(default) & set(prof) if default[k] != prof[k]}
         assert not clash, (name, clash)
+
+
+def test_profile_settings_helper_reports_what_snakemake_resolves(monkeypatch):
+    """scripts/dev/profile_settings.py (evidence/profile_settings.txt of scripts/dev/slurm_rehearsal.sh): the same
+    values as parse_args, the resources as the profiles write them."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT / "scripts" / "dev"))
+    import profile_settings
+
+    for name in ("slurm", "slurm-rehearsal"):
+        got = profile_settings.resolved(f"profiles/{name}")
+        args = _resolved(monkeypatch, "--profile", f"profiles/{name}")
+        assert (got["executor"], got["jobs"], got["retries"]) == (args.executor, args.jobs, args.retries)
+        prof = _profile(name)
+        assert got["set-resources"] == prof["set-resources"], name
+        assert {k: got["default-resources"][k] for k in prof["default-resources"]} == prof["default-resources"]
+    with pytest.raises(SystemExit, match="profiles/nope"):
+        profile_settings.resolved("profiles/nope")

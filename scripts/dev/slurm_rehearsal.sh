@@ -21,8 +21,9 @@
 # `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/dev/slurm_train_check.py: every
 # step COMPLETED, the nodes and CPUs asked for, one task per node, nodes x cpus_per_task training processes).
 # Needs root (daemons, apt-get).
-# Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt;
-# train_sacct.txt, train_check.txt with REHEARSAL_TRAIN_ONLY).
+# Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt,
+# profile_settings.txt: what Snakemake resolves for --profile profiles/slurm and profiles/slurm-rehearsal
+# (scripts/dev/profile_settings.py); train_sacct.txt, train_check.txt with REHEARSAL_TRAIN_ONLY).
 # Exit status: the DAG run's, else 1 when the training job's check fails.
 set -euo pipefail
 
@@ -203,6 +204,12 @@ copy_tree "$W"
 [ -e "$REPO/../shared" ] && ln -sfn "$(cd "$REPO/../shared" && pwd)" "$T/work/shared"  # shared_dir: ../shared
 cd "$W"
 export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# the settings Snakemake resolves for both profiles (each with the workflow profile profiles/default beside it)
+if python scripts/dev/profile_settings.py profiles/slurm profiles/slurm-rehearsal >"$T/evidence/profile_settings.txt" 2>&1; then
+  profiles="resolved settings of profiles/slurm and profiles/slurm-rehearsal in profile_settings.txt"
+else
+  profiles="FAILED to resolve them (profile_settings.txt)"
+fi
 TARGET=()
 if [ -n "$TRAIN_ONLY" ]; then  # the model's training metrics under the run's results directory (plan.run_dir)
   TARGET=("$(python - "$TRAIN_ONLY" config/config.yaml "${CONFIGFILES[@]}" <<'PY'
@@ -316,6 +323,7 @@ fi
   echo "result:    snakemake exit $smk_rc; $n_sub jobs submitted through sbatch; sacct: $n_done COMPLETED, $n_other other"
   echo "wall time: ${wall} s (snakemake alone; cluster start-up not counted)"
   echo "node:      $(grep "^$HOST " "$T/evidence/sinfo.txt")"
+  echo "profiles:  $profiles"
   echo "profiles/slurm check: $testonly"
   echo "training job check: $train"
 } | tee "$T/evidence/summary.txt" >&2
