@@ -222,10 +222,13 @@ def test_run_task_records_the_length_used(tiny_loaded, tmp_path, monkeypatch, ta
     calls = []
 
     def fake(self, prompts, disable_tqdm=False, desc="generate", max_new_tokens=None, names=None,
-             encoded=None):
+             encoded=None, on_done=None):
         n = max_new_tokens if max_new_tokens is not None else self.decode.max_new_tokens
         calls.append(n)
         self.used_max_new_tokens.add(n)
+        for i in range(len(prompts)):  # each answer handed over as its batch ends, as the real one does
+            if on_done is not None:
+                on_done(i, "")
         return ["" for _ in prompts]
 
     monkeypatch.setattr(FastDLLMv2, "generate_texts", fake)
