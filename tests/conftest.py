@@ -23,6 +23,19 @@ def make_tiny(seed=0, dtype=torch.float64, attn="sdpa", vocab_size=64, init_rang
     return model
 
 
+def tiny_eval_setup(tmp_path_factory, name: str, n_eval: int):
+    """(loaded tiny checkpoint, synthetic suite with ``n_eval`` test items per task, their directory): what the
+    evaluation tests run on (tests/test_eval_e2e.py, tests/test_eval_shards.py)."""
+    from fastdllm_core import synthetic
+    from fastdllm_core.model import load_model
+    from fastdllm_core.tiny import write_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp(name)
+    ck = write_tiny_checkpoint(root / "ck", seed=0)
+    suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=20, n_adapt=0, n_eval=n_eval)
+    return load_model(str(ck)), suite, root
+
+
 @pytest.fixture(scope="session")
 def tiny64():
     return make_tiny()

@@ -13,6 +13,8 @@ from fastdllm_core import synthetic
 from fastdllm_core.decoding import DecodeConfig
 from fastdllm_core.evaluation import run_task
 
+from conftest import tiny_eval_setup
+
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
@@ -22,13 +24,7 @@ def _offline(monkeypatch):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from fastdllm_core.model import load_model
-    from fastdllm_core.tiny import write_tiny_checkpoint
-
-    root = tmp_path_factory.mktemp("e2e")
-    ck = write_tiny_checkpoint(root / "ck", seed=0)
-    suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=20, n_adapt=0, n_eval=4)
-    return load_model(str(ck)), suite, root
+    return tiny_eval_setup(tmp_path_factory, "e2e", n_eval=4)
 
 
 def _rows(path):

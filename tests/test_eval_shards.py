@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fastdllm_core import synthetic
 from fastdllm_core.decoding import DecodeConfig
 from fastdllm_core.evaluation import run_task
+
+from conftest import tiny_eval_setup
 from fastdllm_core.evaluation.shards import merge_shards
 
 DECODE = DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=8)
@@ -20,13 +21,8 @@ def _offline(monkeypatch):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from fastdllm_core.model import load_model
-    from fastdllm_core.tiny import write_tiny_checkpoint
-
-    root = tmp_path_factory.mktemp("shards")
-    ck = write_tiny_checkpoint(root / "ck", seed=0)
-    suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=20, n_adapt=0, n_eval=8)
-    return load_model(str(ck)), suite
+    model, suite, _ = tiny_eval_setup(tmp_path_factory, "shards", n_eval=8)
+    return model, suite
 
 
 def _samples(path):
