@@ -4,10 +4,13 @@
 # and fig_gpu_batch_throughput.  Run from the repository root on a machine with one CUDA GPU:
 #
 #   bash scripts/gpu/run_gpu_session.sh all          # everything (an H100 needs roughly an hour)
-#   bash scripts/gpu/run_gpu_session.sh STEP ...     # steps: env tests bw sweep15 sweep7 train trained roofline figure
+#   bash scripts/gpu/run_gpu_session.sh STEP ...     # steps: env tests bw dist sweep15 sweep7 train trained roofline figure
 #
 # Knobs (environment): OUT (results/gpu), DEVICE (cuda:0), MAX_NEW (256), PROMPT_LEN (128), REPEATS (3),
-# WARMUP (1), BATCHES ("1 4 16 32 64"), FORCED_K ("1 2 4 8 16"), TRAIN_STEPS_AR (1500), TRAIN_STEPS_BD (1000).
+# WARMUP (1), BATCHES ("1 4 16 32 64"), FORCED_K ("1 2 4 8 16"), AR_BASELINES ("hf hf_static"), SUB_BLOCKS ("8 16"),
+# TRAIN_STEPS_AR (1500), TRAIN_STEPS_BD (1000), TRAINED_THRESHOLDS ("1.0 0.95 0.9 0.8 0.7 0.5"),
+# TRAINED_SUB_BLOCKS ("2 4 8 16 32"), N_PROMPTS (64), CUDA_TEST_FILES (all), TESTS_ALL (1), FASTDLLM (the CLI: "fastdllm"; "python -m fastdllm_core.cli"
+# without the package installed).  A short run within a few minutes of device time: scripts/gpu/quick_session.sh.
 # Every CSV row carries device, driver, CUDA/torch/transformers versions and the git commit (run_metadata) and the
 # NVML columns (energy per token from the energy counter).  Each step rewrites its CSV atomically after every row,
 # so an interrupted step keeps what it measured.
@@ -23,6 +26,16 @@ BATCHES=${BATCHES:-"1 4 16 32 64"}
 FORCED_K=${FORCED_K:-"1 2 4 8 16"}
 TRAIN_STEPS_AR=${TRAIN_STEPS_AR:-1500}
 TRAIN_STEPS_BD=${TRAIN_STEPS_BD:-1000}
+AR_BASELINES=${AR_BASELINES:-"hf hf_static"}
+SUB_BLOCKS=${SUB_BLOCKS:-"8 16"}
+TRAINED_THRESHOLDS=${TRAINED_THRESHOLDS:-"1.0 0.95 0.9 0.8 0.7 0.5"}
+TRAINED_SUB_BLOCKS=${TRAINED_SUB_BLOCKS:-"2 4 8 16 32"}
+N_PROMPTS=${N_PROMPTS:-64}
+TRAIN_DEVICE=${TRAIN_DEVICE:-cuda}
+TRAIN_CONFIG=${TRAIN_CONFIG:-scripts/gpu/train_small.yaml}
+FASTDLLM=${FASTDLLM:-fastdllm}
+CUDA_TEST_FILES=${CUDA_TEST_FILES:-}   # empty: every test file (the CUDA-marked tests among them)
+TESTS_ALL=${TESTS_ALL:-1}               # 1: the whole suite after the CUDA tests
 WORK=${WORK:-$OUT/work}       # trained checkpoints and generated data (large; not committed)
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT" "$WORK"
@@ -41,8 +54,9 @@ EOF
 
 step_tests() {
   # the CUDA tests of the suite (flex-attention masks equal dense, bf16 training step, bf16 decoding), then all
-  python -m pytest -q -m cuda -rs 2>&1 | tee "$OUT/pytest_cuda.txt"
-  python -m pytest -q -x 2>&1 | tail -n 30 | tee "$OUT/pytest_all.txt"
+  # shellcheck disable=SC2086
+  python -m pytest -q -m cuda -rs $CUDA_TEST_FILES 2>&1 | tee "$OUT/pytest_cuda.txt"
+  if [ "$TESTS_ALL" = 1 ]; then python -m pytest -q -x 2>&1 | tail -n 30 | tee "$OUT/pytest_all.txt"; fi
 }
 
 step_bw() {
@@ -59,48 +73,67 @@ EOF
 sweep_shape() {
   local shape=$1 out=$2
   # shellcheck disable=SC2086
-  fastdllm bench --model "random:$shape" --out "$out" --device "$DEVICE" --dtype bfloat16 --attn sdpa \
-    --synthetic-prompts 64 --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" --ignore-eos \
-    --modes ar bd --ar-baselines hf hf_static --batch-sizes $BATCHES --forced-k $FORCED_K \
-    --thresholds 0.9 --sub-block-sizes 8 16 --sub-block-cache off on --grid cross \
+  $FASTDLLM bench --model "random:$shape" --out "$out" --device "$DEVICE" --dtype bfloat16 --attn sdpa \
+    --synthetic-prompts "$N_PROMPTS" --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" --ignore-eos \
+    --modes ar bd --ar-baselines $AR_BASELINES --batch-sizes $BATCHES --forced-k $FORCED_K \
+    --thresholds 0.9 --sub-block-sizes $SUB_BLOCKS --sub-block-cache off on --grid cross \
     --warmup "$WARMUP" --repeats "$REPEATS"
 }
 step_sweep15() { sweep_shape qwen2.5-1.5b "$OUT/bench_qwen2.5-1.5b_random.csv"; }
 step_sweep7() { sweep_shape qwen2.5-7b "$OUT/bench_qwen2.5-7b_random.csv"; }
 
-# A small model trained on this GPU (flex attention, bf16): AR pre-training on the synthetic suite, then the paper's
-# block-diffusion recipe (pad + complementary masks); its acceptance is real.
+# A small model trained on this GPU (bf16): AR pre-training on the synthetic suite's pretraining text and instruct
+# rows, then the paper's block-diffusion recipe (pad + complementary masks) on its adaptation rows; its acceptance
+# is real.
 step_train() {
-  python - <<EOF
-from fastdllm_core.synthetic import write_suite
-print(write_suite("$WORK/data", seed=0, n_train=20000, n_eval=200))
-EOF
-  local files="[$WORK/data/arith_train.jsonl,$WORK/data/code_train.jsonl]"
-  fastdllm train --config scripts/gpu/train_small.yaml --output-dir "$WORK/ar_base" --max-steps "$TRAIN_STEPS_AR" \
-    --set recipe=ar_pretrain --set model.init=tiny --set "data.train_files=$files" --set optim.lr=0.001 \
-    --set train.device=cuda
-  fastdllm train --config scripts/gpu/train_small.yaml --output-dir "$WORK/bd_pad_cm" --max-steps "$TRAIN_STEPS_BD" \
-    --set recipe=bd_pad_cm --set "model.init=$WORK/ar_base/final" --set "data.train_files=$files" \
-    --set optim.lr=0.0003 --set train.device=cuda
+  python -c "from fastdllm_core.synthetic import write_suite
+print(write_suite('$WORK/data', seed=0, n_eval=64, n_pretrain=4000, n_sft=1000, n_adapt=2000))"
+  $FASTDLLM train --config "$TRAIN_CONFIG" --output-dir "$WORK/ar_base" --max-steps "$TRAIN_STEPS_AR" \
+    --set recipe=ar_pretrain --set model.init=tiny --set "data.train_files=[$WORK/data/pretrain.jsonl,$WORK/data/sft.jsonl]" \
+    --set optim.lr=0.001 --set "train.device=$TRAIN_DEVICE" --no-progress
+  $FASTDLLM train --config "$TRAIN_CONFIG" --output-dir "$WORK/bd_pad_cm" --max-steps "$TRAIN_STEPS_BD" \
+    --set recipe=bd_pad_cm --set "model.init=$WORK/ar_base/final" --set "data.train_files=[$WORK/data/adapt.jsonl]" \
+    --set optim.lr=0.0003 --set "train.device=$TRAIN_DEVICE" --no-progress
   cp "$WORK/ar_base/metrics.csv" "$OUT/train_ar_base_metrics.csv"
   cp "$WORK/bd_pad_cm/metrics.csv" "$OUT/train_bd_pad_cm_metrics.csv"
+}
+
+# The cluster path on this node: torchrun (torch's own launcher) with one process per GPU over NCCL, FSDP2 then DDP,
+# bf16, the small model; FSDP2 stopped after 6 steps (--stop-after) and resumed from its checkpoint to 12.
+# Metrics: dist_{fsdp,ddp}_metrics.csv (engine, world size and device in every row).
+step_dist() {
+  python -c "from fastdllm_core.synthetic import write_suite
+print(write_suite('$WORK/dist_data', seed=0, n_eval=4, n_pretrain=10, n_sft=10, n_adapt=300))"
+  local n engine files="[$WORK/dist_data/adapt.jsonl]"
+  n=${NPROC:-$(nvidia-smi -L | wc -l)}
+  for engine in fsdp ddp; do
+    local args=(train --config "$TRAIN_CONFIG" --output-dir "$WORK/dist_$engine" --max-steps 12
+      --set recipe=bd_pad_cm --set model.init=tiny --set "data.train_files=$files" --set "train.device=$TRAIN_DEVICE"
+      --set "train.engine=$engine" --set train.save_every=6 --set optim.warmup_steps=2 --set optim.batch_size=16
+      --set optim.micro_batch_size=8 --no-progress)
+    if [ "$engine" = fsdp ]; then
+      python -m torch.distributed.run --standalone --nproc-per-node "$n" -m fastdllm_core.cli "${args[@]}" --stop-after 6
+    fi
+    python -m torch.distributed.run --standalone --nproc-per-node "$n" -m fastdllm_core.cli "${args[@]}"
+    cp "$WORK/dist_$engine/metrics.csv" "$OUT/dist_${engine}_metrics.csv"
+  done
 }
 
 step_trained() {
   # real acceptance: thresholds, sub-block sizes, sub-block cache on/off, batch sizes; AR = HF greedy on the same
   # model (both baselines); prompts: the synthetic arithmetic test questions, chat-templated
   # shellcheck disable=SC2086
-  fastdllm bench --model "$WORK/bd_pad_cm/final" --model-label "bd_pad_cm (trained on GPU)" \
+  $FASTDLLM bench --model "$WORK/bd_pad_cm/final" --model-label "bd_pad_cm (trained on GPU)" \
     --out "$OUT/bench_trained_small.csv" --device "$DEVICE" --dtype bfloat16 --attn sdpa \
-    --prompts "$WORK/data/arith_test.jsonl" --n-prompts 64 --max-new-tokens "$MAX_NEW" \
-    --modes ar bd --ar-baselines hf hf_static --batch-sizes $BATCHES \
-    --thresholds 1.0 0.95 0.9 0.8 0.7 0.5 --sub-block-sizes 2 4 8 16 32 --sub-block-cache off on --grid axes \
+    --prompts "$WORK/data/arith_test.jsonl" --n-prompts "$N_PROMPTS" --max-new-tokens "$MAX_NEW" \
+    --modes ar bd --ar-baselines $AR_BASELINES --batch-sizes $BATCHES \
+    --thresholds $TRAINED_THRESHOLDS --sub-block-sizes $TRAINED_SUB_BLOCKS --sub-block-cache off on --grid axes \
     --warmup "$WARMUP" --repeats "$REPEATS"
 }
 
 step_roofline() {
   for f in "$OUT"/bench_*.csv; do
-    python -m fastdllm_core.cli roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
+    $FASTDLLM roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
   done
 }
 
@@ -110,7 +143,7 @@ step_figure() {
 
 steps=("$@")
 if [ ${#steps[@]} -eq 0 ] || [ "${steps[0]}" = all ]; then
-  steps=(env tests bw sweep15 sweep7 train trained roofline figure)
+  steps=(env tests bw dist sweep15 sweep7 train trained roofline figure)
 fi
 for s in "${steps[@]}"; do
   echo "=== step $s ($(date -u +%FT%TZ))"
