@@ -92,7 +92,7 @@ def test_rehearsal_bench_sweep_takes_its_prompts_from_the_hub(tmp_path):
     assert len(rows) == len(runs) and set(rows["status"]) == {"ok"}, rows[["model", "status"]]
     assert (rows["tokens_per_s"].astype(float) > 0).all()
     n = int(cfg["bench"]["num_prompts"])
-    assert set(rows["prompt_set"]) == {f"gsm8k[:{n}]"}
+    assert set(rows["prompt_set"]) == {f"gsm8k[:{n}]"} and set(rows["prompts_source"]) == {WHERE}
     log = (R / "logs" / "throughput" / f"{sweep_name}.log").read_text()
     assert f"{n} prompts from {WHERE}" in log, log[-3000:]
 

@@ -194,8 +194,6 @@ def test_train_gpus_names_bad_input_before_any_process(tmp_path, data_file, env,
     assert not run.exists() or not any(run.iterdir())  # no config file left behind
 
 
-@pytest.mark.xfail(strict=True, reason="known: train_gpus checks the allocation inside train_launched, after it "
-                                       "made the (empty) run directory; fix in launch.py with the next results run")
 def test_train_gpus_makes_no_run_directory_for_bad_input(tmp_path, data_file):  # noqa: F811
     with pytest.raises(ValueError, match="cannot be split over 3 processes"):
         train_gpus(TrainConfig.from_dict(run_cfg(data_file)), tmp_path / "run", env={"CUDA_VISIBLE_DEVICES": "0,1,2"})

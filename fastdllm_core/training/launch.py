@@ -114,7 +114,8 @@ def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] 
     def command(args: list[str]) -> list[str]:  # checks the batch split and the allocation (named errors)
         return launch_command(env, args, processes_per_node=per_node, optim=cfg.optim)
 
-    if per_node == 1 and command([])[0] != "srun":  # before any process starts
+    launcher = command([])[0]  # the named errors, before any process starts or any directory is made
+    if per_node == 1 and launcher != "srun":
         return train(cfg, output_dir)
     return train_launched(cfg, output_dir, command, env)
 

@@ -110,7 +110,7 @@ print(write_suite('$WORK/dist_data', seed=0, n_eval=4, n_pretrain=10, n_sft=10, 
     local args=(train --config "$TRAIN_CONFIG" --output-dir "$WORK/dist_$engine" --max-steps 12
       --set recipe=bd_pad_cm --set model.init=tiny --set "data.train_files=$files" --set "train.device=$TRAIN_DEVICE"
       --set "train.engine=$engine" --set train.save_every=6 --set optim.warmup_steps=2 --set optim.batch_size=16
-      --set optim.micro_batch_size=8 --no-progress)
+      --set optim.micro_batch_size=8 --set train.log_every=2 --no-progress)
     if [ "$engine" = fsdp ]; then
       python -m torch.distributed.run --standalone --nproc-per-node "$n" -m fastdllm_core.cli "${args[@]}" --stop-after 6
     fi

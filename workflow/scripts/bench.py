@@ -1,5 +1,6 @@
 """One throughput sweep through fastdllm_core.bench.run_sweep: each run of the sweep is one tidy row (status ok;
-a model that cannot be loaded: status n/a, note = why, no measurement)."""
+a model that cannot be loaded: status n/a, note = why, no measurement); ``prompts_source`` says where the prompts
+came from (a local file's path, or the Hub dataset)."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -45,7 +46,8 @@ with logged(snakemake):  # noqa: F821
         if bm is None:
             print(f"{model}: n/a, {reason}")
             rows += [dict(r, model_source=p.sources[model], model=model, sweep=sm.wildcards.sweep,
-                          scale=config["scale"]) for r in bench.na_rows(runs, reason)]
+                          scale=config["scale"], prompts_source=str(prompts_from))
+                     for r in bench.na_rows(runs, reason)]
             continue
         prompts = bench.encode_prompts(bm.tokenizer, texts)
         print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {prompts_from}")
@@ -67,7 +69,7 @@ with logged(snakemake):  # noqa: F821
                                   progress=True, meta_config=meta)
             for r in out:
                 r.update(model_source=r["model"], model=model, sweep=sm.wildcards.sweep, scale=config["scale"],
-                         status="ok", note="")
+                         prompts_source=str(prompts_from), status="ok", note="")
                 if r["mode"] == "ar":  # AR rows carry the sweep's decode columns empty: they do not apply
                     r.update(threshold="", sub_block_size="", use_sub_block_cache="")
             rows += out

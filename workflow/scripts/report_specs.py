@@ -352,7 +352,6 @@ def summary_spec(config: dict) -> dict:
     """What the summary page (analysis.summary) shows for ``config``."""
     t1, t2 = config["tables"]["table1"]["rows"], config["tables"]["table2"]["rows"]
     models = list(dict.fromkeys([r["model"] for r in t1] + [r["model"] for r in t2]))
-    base = plan_points.base_decode(config)
     groups = [dict(seed_group_spec(config, m, label(config, m)), label=label(config, m)) for m in models]
     stand_ins = ", ".join(f"{spec['title']} = {spec['task']}" for spec in summary_columns(config)
                           if not spec.get("comparable"))
