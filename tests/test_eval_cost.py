@@ -72,7 +72,7 @@ def test_items_come_from_the_data_file_and_the_limits(tmp_path):
 def test_a_point_over_the_budget_is_planned_as_n_shards():
     cfg = _config(job_minutes=1, token_forwards_per_s=1)
     pts = plan_points.accuracy_points(cfg)
-    m, t, p = next((m, t, p) for m, t, p in pts if t not in eval_cost.UNSHARDABLE)
+    m, t, p = pts[0]
     minutes = eval_cost.point_cost(cfg, t, p)[1]
     want = min(math.ceil(minutes), eval_cost.n_items(cfg, t, p))
     assert want > 1
@@ -83,7 +83,6 @@ def test_a_point_over_the_budget_is_planned_as_n_shards():
     job = next(j for j in plan_points.evaluation_jobs(cfg).values() if j["model"] == m and p in j["points"].get(t, []))
     assert sorted(eval_cost.job_shards(cfg, job)[(t, p)]) == mine
     assert "merged from shards" in plan_summaries.eval_summary(cfg, job)
-    assert all(sj["n"] == 1 for sj in shards.values() if sj["task"] in eval_cost.UNSHARDABLE)
     # every evaluation job keeps within the budget the points it runs itself
     for job in plan_points.evaluation_jobs(cfg).values():
         own = eval_cost.job_shards(cfg, job)
@@ -104,9 +103,10 @@ def test_paper_shards_fit_the_budget():
     budget = cfg["eval"]["shards"]["job_minutes"]
     shards = eval_cost.shard_jobs(cfg)
     assert any(sj["task"] == "minerva_math" for sj in shards.values())  # LLaDA-1.5 on MATH: 5,000 x 1,024 steps
-    for sj in shards.values():
-        if sj["task"] not in eval_cost.UNSHARDABLE:
-            assert eval_cost.point_cost(cfg, sj["task"], sj["point"])[1] / sj["n"] <= budget
+    for sj in shards.values():  # every task is split, EvalPlus' and GPQA's too
+        assert eval_cost.point_cost(cfg, sj["task"], sj["point"])[1] / sj["n"] <= budget
+    split = {sj["task"] for sj in shards.values() if sj["n"] > 1}
+    assert {"humaneval", "mbpp", "gpqa"} <= split
 
 
 def test_rehearsal_splits_a_point_in_two_shards():
@@ -122,3 +122,22 @@ def test_rehearsal_splits_a_point_in_two_shards():
     merged = [ss for j in plan_points.evaluation_jobs(cfg).values() for ss in eval_cost.job_shards(cfg, j).values()
               if len(ss) == 2]
     assert merged and all(s.endswith(("s1of2", "s2of2")) for ss in merged for s in ss)
+
+
+def test_the_shard_plan_is_computed_once_and_passed_in(monkeypatch):
+    """workflow/rules/common.smk computes shard_jobs and evaluation_jobs once (SHARD_JOBS, EVAL_JOBS); the per-job
+    helpers given them compute neither again, and give what they compute themselves."""
+    cfg = _config("paper.yaml")
+    shards, jobs = eval_cost.shard_jobs(cfg), plan_points.evaluation_jobs(cfg)
+    own = {j: (eval_cost.job_shards(cfg, job), plan_summaries.eval_summary(cfg, job), plan_points.eval_priority(cfg, j))
+           for j, job in jobs.items()}
+
+    def refused(*a, **k):
+        raise AssertionError("recomputed per job")
+
+    monkeypatch.setattr(eval_cost, "shard_jobs", refused)
+    monkeypatch.setattr(plan_points, "evaluation_jobs", refused)
+    for j, job in jobs.items():
+        assert (eval_cost.job_shards(cfg, job, shards), plan_summaries.eval_summary(cfg, job, shards),
+                plan_points.eval_priority(cfg, j, jobs)) == own[j]
+    assert any(own[j][0] for j in jobs) and {own[j][2] for j in jobs} == {0, 1}

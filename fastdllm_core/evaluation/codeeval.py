@@ -184,6 +184,27 @@ def extract_code(text: str, entry_point: str) -> tuple[str, bool]:
     return code, has
 
 
+def pass_rows(samples: list[dict], has_plus: bool) -> list[dict]:
+    """pass@1_base and pass@1_plus (percent, n) of scored items (``correct``, ``correct_plus``,
+    ``has_entry_point``); without plus inputs the plus row is ``n/a``.  Notes count the answers with no function.
+    The rows of a run, and of its shards merged (:func:`.shards.merge_shards`)."""
+    n = len(samples)
+    if not n:
+        raise ValueError("pass_rows: no scored items")
+    no_code = sum(1 for s in samples if not s["has_entry_point"])
+    extra = f"{no_code} of {n} answers had no function (scored wrong)" if no_code else ""
+    base = 100.0 * sum(bool(s["correct"]) for s in samples) / n
+    rows = [{"metric": "pass@1_base", "value": base, "n": n, "filter": "evalplus.sanitize", "note": extra}]
+    if has_plus:
+        plus = 100.0 * sum(bool(s["correct_plus"]) for s in samples) / n
+        rows.append({"metric": "pass@1_plus", "value": plus, "n": n, "filter": "evalplus.sanitize", "note": extra})
+    else:
+        note = "plus inputs not available in this dataset: base tests only"
+        rows.append({"metric": "pass@1_plus", "value": "", "n": n, "filter": "evalplus.sanitize", "status": "n/a",
+                     "note": f"{note}; {extra}" if extra else note})
+    return rows
+
+
 def score(dataset_file: Path, task: str, solutions: list[dict], work_dir: Path, base_only: bool,
           min_time_limit: float = 1.0, gt_time_limit_factor: float = 4.0, memory_limit_mb: int = 4096,
           parallel: int = 1, verdict_cache=None) -> list[dict]:

@@ -51,8 +51,11 @@ def _evaluate_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None
     try:
         specs, info = build_lm_eval_tasks(task, data_path, prompt_style)
         samples = None
-        if shard is not None:
-            samples, limit = shard_samples(specs, info["task_manager"], limit, shard), None
+        if shard is not None:  # the leaves built once here, handed to lm-eval as they are
+            from lm_eval.tasks import get_task_dict
+
+            leaves = _leaves(get_task_dict(specs, info["task_manager"]))
+            samples, limit, specs = shard_samples(leaves, limit, shard), None, list(leaves.values())
         res = lm_eval.simple_evaluate(
             model=lm, tasks=specs, limit=limit, samples=samples, use_cache=progress,
             apply_chat_template=True, fewshot_as_multiturn=True,
@@ -80,28 +83,54 @@ def _leaves(task_dict) -> dict:
     return out
 
 
-def shard_samples(specs, task_manager, limit, shard) -> dict[str, list[int]]:
-    """lm-eval's ``samples=`` of shard ``(k, n)``: leaf task -> its doc indices (:mod:`.shards`)."""
-    from lm_eval.tasks import get_task_dict
-
-    k, n = shard
-    if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
+def shard_range(name: str, total: int, shard) -> list[int]:
+    """Items ``[(k-1) total // n, k total // n)`` of shard ``(k, n)`` (:mod:`.shards`), refusing a bad shard
+    and an empty range (naming ``name``, its item count and the shard)."""
+    k, n = shard if isinstance(shard, (tuple, list)) and len(shard) == 2 else (None, None)
+    if not (type(k) is int and type(n) is int and 1 <= k <= n):
         raise ValueError(f"shard must be (k, n) with 1 <= k <= n, got {shard!r}")
+    ids = list(range((k - 1) * total // n, k * total // n))
+    if not ids:  # (lm-eval reads an empty selection as every item)
+        raise ValueError(f"{name}: {total} item(s) leave shard {k} of {n} empty; fewer shards (a larger "
+                         "eval.shards.job_minutes) or this task unsharded")
+    return ids
+
+
+def shard_samples(leaves: dict, limit, shard) -> dict[str, list[int]]:
+    """lm-eval's ``samples=`` of shard ``(k, n)``: leaf task -> its doc indices (:func:`shard_range` of the
+    leaf's ``min(items, limit)``).  ``leaves``: name -> the Task object that ``simple_evaluate`` is given.  A leaf
+    whose few-shot sampler draws in item order (``num_fewshot`` > 0, any sampler but ``first_n``, e.g. GPQA's
+    ``default``: one ``random.Random`` draw per item, in the order the contexts are built) builds the contexts of
+    every item up to the shard's last, as the unsharded run does, and keeps the shard's (:func:`_unsharded_draws`):
+    each item's prompt, few-shot examples included, is the unsharded run's."""
     out = {}
-    for name, task in _leaves(get_task_dict(specs, task_manager)).items():
-        fewshot = task.config.num_fewshot or 0
-        fc = task.config.fewshot_config or {}
-        sampler = fc.get("sampler", "default") if isinstance(fc, dict) else getattr(fc, "sampler", "default")
-        if fewshot and sampler != "first_n":
-            raise ValueError(f"{name}: {fewshot}-shot with the {sampler!r} few-shot sampler draws examples in item "
-                             "order; a shard would change them: evaluate this task unsharded (eval.shards)")
+    for name, task in leaves.items():
         total = len(task.eval_docs)
         total = min(total, int(limit)) if limit else total
-        out[name] = list(range((k - 1) * total // n, k * total // n))
-        if not out[name]:  # lm-eval reads an empty selection as every item
-            raise ValueError(f"{name}: {total} item(s) leave shard {k} of {n} empty; fewer shards (a larger "
-                             "eval.shards.job_minutes) or this task unsharded")
+        out[name] = shard_range(name, total, shard)
+        fc = task.config.fewshot_config or {}
+        sampler = fc.get("sampler", "default") if isinstance(fc, dict) else getattr(fc, "sampler", "default")
+        if (task.config.num_fewshot or 0) and sampler != "first_n":
+            _unsharded_draws(task, out[name])
     return out
+
+
+def _unsharded_draws(task, ids: list[int]) -> None:
+    """Make ``task.build_all_requests`` build the requests of items ``0 .. ids[-1]`` in order (every few-shot
+    draw the unsharded run makes up to there) and keep those of ``ids``, their ``doc_id`` renumbered 0, 1, ... as
+    lm-eval numbers the items of ``samples=`` (its results then log the true index)."""
+    build = task.build_all_requests
+    local = {d: i for i, d in enumerate(ids)}
+
+    def build_shard(**kw):
+        build(**dict(kw, samples=None, limit=ids[-1] + 1))
+        keep = [inst for inst in task.instances if inst.doc_id in local]
+        for inst in keep:
+            inst.doc_id = local[inst.doc_id]
+            inst.metadata = (inst.metadata[0], inst.doc_id, inst.metadata[2])
+        task._instances = keep
+
+    task.build_all_requests = build_shard
 
 
 def run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard=None, progress=None):

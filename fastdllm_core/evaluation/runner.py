@@ -71,30 +71,35 @@ def _throughput(stats: list) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ EvalPlus
-def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict):
+def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict, shard=None):
     import shutil
     import tempfile
 
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".evalplus-", dir=out_dir))  # this run's own, removed afterwards
     try:
-        return _run_code_in(scratch, lm, task, data_path, prompt_style, limit, code_opts)
+        return _run_code_in(scratch, lm, task, data_path, prompt_style, limit, code_opts, shard)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_opts: dict):
+def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_opts: dict, shard=None):
+    """Generate and score the problems (sorted by task id, cut by ``limit``; ``shard`` (k, n): only those of
+    :func:`.lm_eval_run.shard_range`, named by their index in the unsharded list)."""
     from . import codeeval
+    from .lm_eval_run import shard_range
 
     ds_file, has_plus, source = codeeval.resolve_dataset(task, data_path, scratch)
     problems = codeeval.read_jsonl(ds_file)
     problems.sort(key=lambda r: _task_sort_key(r["task_id"]))
     if limit:
         problems = problems[:limit]
+    ids = shard_range(task, len(problems), shard) if shard is not None else range(len(problems))
+    problems = [problems[i] for i in ids]
     prompts = [codeeval.build_prompt(p, lm.tokenizer, prompt_style, task) for p in problems]
     texts = lm.generate_texts(prompts, desc=task,
                               max_new_tokens=EVALPLUS_MAX_NEW_TOKENS if getattr(lm, "task_lengths", False) else None,
-                              names=[f"prompt {i} ({p['task_id']})" for i, p in enumerate(problems)])
+                              names=[f"prompt {i} ({p['task_id']})" for i, p in zip(ids, problems)])
     sols, samples = [], []
     for p, prompt, text in zip(problems, prompts, texts):
         code, has_fn = codeeval.extract_code(text, p["entry_point"])
@@ -106,17 +111,9 @@ def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_o
         assert s["task_id"] == st["task_id"]
         s.update(base_status=st["base_status"], plus_status=st["plus_status"], correct=st["base_pass"],
                  correct_plus=st["plus_pass"])
-    n = len(samples)
-    no_code = sum(1 for s in samples if not s["has_entry_point"])
-    base = 100.0 * sum(bool(s["correct"]) for s in samples) / n
-    rows = [{"metric": "pass@1_base", "value": base, "n": n, "filter": "evalplus.sanitize"}]
-    if has_plus:
-        plus = 100.0 * sum(bool(s["correct_plus"]) for s in samples) / n
-        rows.append({"metric": "pass@1_plus", "value": plus, "n": n, "filter": "evalplus.sanitize"})
-    else:
-        rows.append({"metric": "pass@1_plus", "value": "", "n": n, "filter": "evalplus.sanitize", "status": "n/a",
-                     "note": "plus inputs not available in this dataset: base tests only"})
-    extra = {"source": source, "dataset_file": str(ds_file), "plus_available": has_plus, "n_no_code": no_code,
+    rows = codeeval.pass_rows(samples, has_plus)
+    extra = {"source": source, "dataset_file": str(ds_file), "plus_available": has_plus,
+             "n_no_code": sum(1 for s in samples if not s["has_entry_point"]),
              "sandbox": statuses[0].get("sandbox", "") if statuses else "",
              "verdicts_reused": sum(bool(st.get("verdict_reused")) for st in statuses),
              "prompt_template": {"style": prompt_style, "first_prompt": prompts[0] if prompts else None},
@@ -180,12 +177,13 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     the decoding columns of :meth:`DecodeConfig.row_fields` (``gen_length``, ``steps``, ``remasking``, ``alg``,
     ``cache`` ...).  A prompt that does not fit the model's context with ``max_new_tokens`` is refused
     (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
-    ``truncated_prompts`` column).  ``shard=(k, n)``: the k-th of n item ranges only (lm-eval tasks;
-    :mod:`.shards`); ``progress``: a path prefix where lm-eval keeps each answer as it comes (a rerun skips them).
+    ``truncated_prompts`` column).  ``shard=(k, n)``: the k-th of n item ranges only (:mod:`.shards`; EvalPlus
+    tasks: of the sorted, limited problems); ``progress``: a path prefix where lm-eval keeps each answer as it
+    comes (a rerun skips them; lm-eval tasks only).
     """
     _check_args(task, mode, prompt_style, batch_size, limit)
-    if (shard is not None or progress is not None) and task in CODE_TASKS:
-        raise ValueError(f"shard / progress apply to lm-eval tasks, not the EvalPlus task {task!r}")
+    if progress is not None and task in CODE_TASKS:
+        raise ValueError(f"progress applies to lm-eval tasks, not the EvalPlus task {task!r}")
     decode = (decode or DecodeConfig()).with_mode_defaults(mode).validate(mode)
     task_lengths = str(max_new_tokens).strip().lower() == "task"
     if task_lengths and mode in MDM_MODES:
@@ -215,7 +213,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                           mc_num, loglikelihood_method)
     t0 = time.perf_counter()
     if task in CODE_TASKS:
-        rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts)
+        rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts, shard)
     else:
         rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
     elapsed = time.perf_counter() - t0
@@ -273,16 +271,13 @@ def _out_rows(rows, samples, info, lm, *, task, mode, decode, prompt_style, batc
     """The ``accuracy.csv`` rows: one per metric of ``rows``, with the run's columns (decoding, lengths used,
     throughput, likelihood method, ``extra``, metadata)."""
     fewshot = _fewshot(info.get("num_fewshot"))
-    notes = []
-    if task in CODE_TASKS and info.get("n_no_code"):
-        notes.append(f"{info['n_no_code']} of {len(samples)} answers had no {'function'} (scored wrong)")
     out_rows = []
     for r in rows:
         row = {"model": source, "model_label": label, "task": task, "metric": r["metric"],
                "value": round(r["value"], 4) if isinstance(r["value"], float) and not math.isnan(r["value"]) else
                r["value"], "n": r["n"], **row_interval(r["metric"], r["value"], r["n"]),
                "status": r.get("status", "ok"),
-               "note": "; ".join([x for x in [r.get("note", "")] + notes if x]), "mode": mode,
+               "note": r.get("note", ""), "mode": mode,
                **decode.row_fields(mode), "gen_length": used_len,
                "max_new_tokens": used_len, "max_new_tokens_source": len_source,
                "prompt_style": prompt_style, "num_fewshot": fewshot,

@@ -153,6 +153,33 @@ def resolve_stand_in_path(task: str, data_path) -> Path:
                            f"{task} dataset not found: {{p}} (fix data_path= or ${env})")
 
 
+# lm-eval's gpqa/n_shot/utils.py: ``rng = random.Random(42)``, made once when the module is first imported
+GPQA_SHUFFLE_SEED = 42
+
+
+def restarted_shuffle(process_docs):
+    """lm-eval's GPQA ``process_docs`` with its choice shuffle restarted at every call.  The original shuffles each
+    item's choices with its module's ``rng``, which every call advances, and lm-eval calls it at every access of
+    the split (the few-shot pool, the items' contexts, their scoring): the order of an item's choices, and the
+    target letter, then depend on how often the split was processed before in the process (and on what the
+    datasets cache holds), so a prompt and its scoring could disagree, and a shard (another process) could see
+    other prompts.  Restarted, every call gives the order of a fresh process's first call."""
+    import random
+
+    module = getattr(process_docs, "__globals__", {})
+    if not isinstance(module.get("rng"), random.Random):
+        raise RuntimeError(f"lm-eval's GPQA process_docs ({getattr(process_docs, '__module__', process_docs)!r}) "
+                           "no longer shuffles with a module-level random.Random named rng: review "
+                           "fastdllm_core.evaluation.tasks.restarted_shuffle for this lm-eval")
+
+    @functools.wraps(process_docs)
+    def process(dataset):
+        module["rng"] = random.Random(GPQA_SHUFFLE_SEED)
+        return process_docs(dataset)
+
+    return process
+
+
 def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") -> tuple[list, dict]:
     """(task specs for ``lm_eval.simple_evaluate``, info about the source and prompt)."""
     if task in LOCAL_STAND_INS:
@@ -194,6 +221,8 @@ def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") 
     for leaf in leaves:
         cfg = official_config(tm, leaf)
         cfg["num_fewshot"] = PAPER_FEWSHOT[task]
+        if task == "gpqa":
+            cfg["process_docs"] = restarted_shuffle(cfg["process_docs"])
         if data_path is not None:
             p = Path(data_path)
             f = p / f"{leaf}.jsonl" if p.is_dir() else p

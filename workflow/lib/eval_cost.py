@@ -17,10 +17,12 @@ Items: the local data file's line count (a directory: its ``*.jsonl`` together),
 else the benchmark's official test size (:data:`OFFICIAL_ITEMS`), cut by the point's ``@N`` or ``eval.limit`` (per
 subtask: lm-eval's limit).
 Minutes = token-forwards / ``eval.shards.token_forwards_per_s`` / 60.  A point over ``eval.shards.job_minutes`` is
-split into ceil(minutes / job_minutes) shards over contiguous item ranges (:func:`shard_jobs`; only lm-eval tasks
-are split, :data:`UNSHARDABLE`), and a point that would take its evaluation job past the budget runs in its own job."""
+split into ceil(minutes / job_minutes) shards over contiguous item ranges (:func:`shard_jobs`; every task: lm-eval's
+through ``samples=``, GPQA's random few-shot draws kept as unsharded, EvalPlus' over its sorted problems), and a
+point that would take its evaluation job past the budget runs in its own job."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -45,9 +47,6 @@ TASK_GEN_TOKENS = {"humaneval": 768, "mbpp": 768, "ifeval": 1280, "minerva_math"
 MC_TASKS = ("mmlu", "gpqa", "synth_mc")
 CHOICES = 4
 ONE_TOKEN_OPTIONS = ("mmlu", "synth_mc")  # options of one token (letters): mdm_loglikelihood auto is exact
-# not split (run whole): EvalPlus tasks (no item ranges through run_task), GPQA (5-shot with a random few-shot
-# sampler that draws in item order: a shard would change the examples)
-UNSHARDABLE = ("humaneval", "mbpp", "synth_code", "synth_mbpp", "gpqa")
 
 
 def shard_config(config: dict) -> dict | None:
@@ -75,7 +74,14 @@ def n_items(config: dict, task: str, point: str) -> int:
 
 
 def _lines(p: Path) -> int:
-    with open(p, "rb") as f:
+    st = os.stat(p)
+    return _count_lines(str(p), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _count_lines(path: str, mtime_ns: int, size: int) -> int:
+    """Non-empty lines of ``path``, counted once per version of the file (its mtime and size)."""
+    with open(path, "rb") as f:
         return sum(1 for line in f if line.strip())
 
 
@@ -120,7 +126,7 @@ def point_cost(config: dict, task: str, point: str) -> tuple[int, float]:
 def n_shards(config: dict, task: str, point: str) -> int:
     """Shards of a point: ceil(minutes / job_minutes), at most its item count; 1 without ``eval.shards``."""
     sc = shard_config(config)
-    if not sc or task in UNSHARDABLE:
+    if not sc:
         return 1
     minutes = point_cost(config, task, point)[1]
     return max(1, min(n_items(config, task, point), math.ceil(minutes / float(sc["job_minutes"]))))
@@ -155,22 +161,24 @@ def shard_jobs(config: dict) -> dict[str, dict]:
     return out
 
 
-def job_shards(config: dict, job: dict) -> dict[tuple[str, str], list[str]]:
-    """(task, point) of an evaluation job -> its shard names (points run whole are absent)."""
+def job_shards(config: dict, job: dict, shards: dict | None = None) -> dict[tuple[str, str], list[str]]:
+    """(task, point) of an evaluation job -> its shard names (points run whole are absent).  ``shards``: the
+    run's :func:`shard_jobs` (computed here when None)."""
     out: dict[tuple[str, str], list[str]] = {}
-    for s, sj in shard_jobs(config).items():
+    for s, sj in (shard_jobs(config) if shards is None else shards).items():
         if sj["model"] == job["model"] and sj["point"] in job["points"].get(sj["task"], []):
             out.setdefault((sj["task"], sj["point"]), []).append(s)
     return out
 
 
-def job_cost_summary(config: dict, job: dict) -> str:
+def job_cost_summary(config: dict, job: dict, shards: dict | None = None) -> str:
     """``; estimated cost <token-forwards>, <minutes> min (budget ...)`` of an evaluation job (the points it runs
-    itself), with the points merged from shards or run in their own jobs; empty without ``eval.shards``."""
+    itself), with the points merged from shards or run in their own jobs; empty without ``eval.shards``.
+    ``shards``: the run's :func:`shard_jobs` (computed here when None)."""
     sc = shard_config(config)
     if not sc:
         return ""
-    shards = job_shards(config, job)
+    shards = job_shards(config, job, shards)
     whole, split, alone = 0.0, [], []
     for t, pts in job["points"].items():
         for p in pts:
@@ -180,7 +188,7 @@ def job_cost_summary(config: dict, job: dict) -> str:
                 split.append(f"{t} {p} in {len(shards[(t, p)])} shards")
             else:
                 over = point_cost(config, t, p)[1] > float(sc["job_minutes"])
-                alone.append(f"{t} {p}" + (" (over the budget; not shardable: EvalPlus, GPQA)" if over else ""))
+                alone.append(f"{t} {p}" + (" (over the budget: a single item)" if over else ""))
     minutes = whole / float(sc["token_forwards_per_s"]) / 60.0
     text = f"; estimated cost {whole:.3g} token-forwards, {minutes:.1f} min (budget {sc['job_minutes']} min)"
     if split:
@@ -195,6 +203,6 @@ def shard_cost_summary(config: dict, sj: dict) -> str:
     tf, minutes = point_cost(config, sj["task"], sj["point"])
     budget = float(shard_config(config)["job_minutes"])
     which = f"shard {sj['k']} of {sj['n']}" if sj["n"] > 1 else "the whole point in its own job"
-    over = "; over the budget, not shardable (EvalPlus, GPQA)" if minutes / sj["n"] > budget else ""
+    over = "; over the budget with one item per shard (no finer split)" if minutes / sj["n"] > budget else ""
     return (f"model {sj['model']}; {sj['task']} {sj['point']}: {which}; estimated cost {tf / sj['n']:.3g} "
             f"token-forwards, {minutes / sj['n']:.1f} min (budget {shard_config(config)['job_minutes']} min){over}")

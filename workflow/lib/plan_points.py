@@ -244,7 +244,8 @@ def bench_sweeps(config: dict) -> dict[str, list[dict]]:
 def sweep_models(config: dict, sweep: str) -> list[str]:
     return list(dict.fromkeys(r["model"] for r in bench_sweeps(config)[sweep]))
 
-def eval_priority(config: dict, job: str) -> int:
-    """Evaluation jobs of the models the sweeps use come first among evaluations (they have the most points)."""
-    model = evaluation_jobs(config)[job]["model"]
+def eval_priority(config: dict, job: str, jobs: dict | None = None) -> int:
+    """Evaluation jobs of the models the sweeps use come first among evaluations (they have the most points).
+    ``jobs``: the run's :func:`evaluation_jobs` (computed here when None)."""
+    model = (evaluation_jobs(config) if jobs is None else jobs)[job]["model"]
     return 1 if model in {plan.role(config, r) for r in ("ablation_bd", "speed_bd")} else 0

@@ -33,16 +33,17 @@ def sweep_summary(config: dict, sweep: str) -> str:
     return "; ".join(out)
 
 
-def eval_summary(config: dict, job: dict) -> str:
+def eval_summary(config: dict, job: dict, shards: dict | None = None) -> str:
     """Model, tasks, decoding points and generation length of an evaluation job (its dry-run message); with
-    ``eval.shards``, its estimated cost and the points merged from shards (:mod:`eval_cost`)."""
+    ``eval.shards``, its estimated cost and the points merged from shards (:mod:`eval_cost`; ``shards``: the run's
+    ``eval_cost.shard_jobs``, computed there when None)."""
     mnt = config["decode"]["max_new_tokens"]
     length = ("each benchmark's own (lm-eval max_gen_toks / EvalPlus), recorded in every row" if mnt == "task"
               else f"{mnt} tokens on every task, recorded in every row")
     pts = sorted({p for ps in job["points"].values() for p in ps})
     return (f"model {job['model']}; tasks {', '.join(job['points'])}; {len(pts)} decoding point(s) "
             f"({', '.join(pts[:4])}{', ...' if len(pts) > 4 else ''}); generation length: {length}"
-            + eval_cost.job_cost_summary(config, job))
+            + eval_cost.job_cost_summary(config, job, shards))
 
 
 def table_rows_summary(config: dict, table: str) -> str:

@@ -25,7 +25,7 @@ rule evaluate:
         mc_num=config["eval"].get("mc_num", 128),
         cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
         verdict_cache=f"{R}/cache/verdicts",  # code checks made before (same problem, solution, limits, code)
-        summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job]),
+        summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job], SHARD_JOBS),
     log:
         f"{LOGS}/accuracy/{{job}}.log",
     benchmark:
@@ -33,7 +33,7 @@ rule evaluate:
     message:
         "accuracy {wildcards.job} -> {output}: {params.summary}"
     threads: 1
-    priority: lambda wc: plan_points.eval_priority(config, wc.job)
+    priority: lambda wc: plan_points.eval_priority(config, wc.job, EVAL_JOBS)
     conda:
         "../../environment.yml"
     resources:
@@ -47,8 +47,8 @@ rule evaluate:
 rule evaluate_shard:
     """One shard of a decoding point whose estimated cost exceeds one job's budget (eval.shards;
     workflow/lib/eval_cost.py): a contiguous item range of the point (in every subtask), its per-item results kept
-    for rule evaluate to merge into the point's rows, and each answer kept as it comes so that a killed shard
-    resumes where it stopped (workflow/scripts/evaluate_shard.py)."""
+    for rule evaluate to merge into the point's rows, and (lm-eval tasks) each answer kept as it comes so that a
+    killed shard resumes where it stopped (workflow/scripts/evaluate_shard.py)."""
     input:
         model=lambda wc: plan.model_inputs(config, SHARD_JOBS[wc.shard]["model"]),
         data=lambda wc: task_inputs(SHARD_JOBS[wc.shard]["task"]),

@@ -61,7 +61,7 @@ def eval_shard_inputs(job):
     if not eval_cost.shard_config(config):
         return {}
     return {"shards": [f"{R}/accuracy/shards/{s}.json"
-                       for ss in eval_cost.job_shards(config, EVAL_JOBS[job]).values() for s in ss]}
+                       for ss in eval_cost.job_shards(config, EVAL_JOBS[job], SHARD_JOBS).values() for s in ss]}
 SWEEPS = plan_points.bench_sweeps(config)
 THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
 TRAINED = plan.trained_models(config)

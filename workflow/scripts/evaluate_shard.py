@@ -1,9 +1,10 @@
 """One shard of a decoding point too costly for one job (``eval.shards``; workflow/lib/eval_cost.py): items
 ``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through fastdllm_core.evaluation.run_task, written as one JSON (its rows, its per-item
-results, its key) that rule evaluate merges into the point's rows.  Every answer is kept as it comes in lm-eval's
-request cache under ``<model>/<task>/<shard>.progress/<key>``: a shard killed (a cluster's time limit) resumes from
-it, skipping the items answered before; a change of model, data, settings or code starts a fresh one.  Removed once
-the shard's file is written."""
+results, its key) that rule evaluate merges into the point's rows.  An lm-eval task keeps every answer as it comes
+in lm-eval's request cache under ``<model>/<task>/<shard>.progress/<key>``: a shard killed (a cluster's time limit)
+resumes from it, skipping the items answered before; a change of model, data, settings or code starts a fresh one.
+Removed once the shard's file is written.  An EvalPlus shard (its range of the sorted problems) keeps no progress:
+killed, it is redone whole."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
