@@ -259,3 +259,24 @@ def test_gpqa_choice_order_does_not_depend_on_earlier_loads():
     first = answers(fixed)
     answers(original)
     assert answers(fixed) == first and len(set(first)) > 1
+
+
+def test_a_local_gpqa_file_is_the_split_lm_eval_evaluates(tmp_path):
+    """GPQA has no test split (lm-eval evaluates its validation split, "train", and draws the 5 shots from the
+    same split): a local copy (data.eval_paths.gpqa) is that split, so every row of the file is an item."""
+    import json
+
+    from lm_eval.tasks import get_task_dict
+
+    from fastdllm_core.evaluation.lm_eval_run import _leaves
+    from fastdllm_core.evaluation.tasks import build_lm_eval_tasks
+
+    f = tmp_path / "gpqa_main.jsonl"
+    f.write_text("".join(json.dumps({"Question": f"q{i}", "Correct Answer": f"right {i}", "Incorrect Answer 1": f"a {i}",
+                                     "Incorrect Answer 2": f"b {i}", "Incorrect Answer 3": f"c {i}"}) + "\n"
+                         for i in range(9)))
+    specs, info = build_lm_eval_tasks("gpqa", f)
+    (task,) = _leaves(get_task_dict(specs, info["task_manager"])).values()
+    docs = list(task.eval_docs)
+    assert sorted(d["Question"] for d in docs) == sorted(f"q{i}" for i in range(9)), docs[:2]
+    assert info["source"] == str(f)

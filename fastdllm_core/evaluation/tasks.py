@@ -228,7 +228,8 @@ def build_lm_eval_tasks(task: str, data_path=None, prompt_style: str = "paper") 
             f = p / f"{leaf}.jsonl" if p.is_dir() else p
             if not f.is_file():
                 raise TaskUnavailable(f"{task}: local file for {leaf} not found: {f} (fix data_path=)")
-            split = cfg.get("test_split") or "test"
+            # the split lm-eval evaluates: the test split, else the validation split (GPQA has only "train")
+            split = cfg.get("test_split") or cfg.get("validation_split") or "test"
             files = {split: str(f)}
             if cfg.get("fewshot_split") and cfg["fewshot_split"] != split:
                 files[cfg["fewshot_split"]] = str(f)  # few-shot examples drawn from the same file
