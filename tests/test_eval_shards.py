@@ -114,8 +114,6 @@ def test_a_bad_shard_is_refused(setup, tmp_path):
         run_task(model, "synth_code", out_dir=tmp_path / "a", shard=(3, 2), **kw)
     with pytest.raises(ValueError, match="synth_code: 2 item\\(s\\) leave shard 1 of 3 empty"):
         run_task(model, "synth_code", out_dir=tmp_path / "b", shard=(1, 3), **kw)
-    with pytest.raises(ValueError, match="progress applies to lm-eval tasks, not the EvalPlus task 'synth_code'"):
-        run_task(model, "synth_code", out_dir=tmp_path / "c", progress=str(tmp_path / "p"), **kw)
 
 
 def test_random_fewshot_shards_keep_the_unsharded_prompts(setup, tmp_path, monkeypatch):
@@ -158,14 +156,15 @@ def test_random_fewshot_shards_keep_the_unsharded_prompts(setup, tmp_path, monke
     assert set(naive) == {4, 5, 6} and any(naive[i] != full[i] for i in naive)
 
 
-def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch):
+@pytest.mark.parametrize("task", ["synth_ifeval", "synth_code"])
+def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch, task):
     """The first run dies after its first batch of 2 prompts; the rerun decodes only the 3 others and gives the
-    rows of an uninterrupted run."""
+    rows of an uninterrupted run (an lm-eval task: lm-eval's request cache; EvalPlus: its answers' JSONL)."""
     from fastdllm_core.evaluation import lm_model
 
     model, suite = setup
-    kw = dict(mode="bd", decode=DECODE, batch_size=2, limit=5, data_path=suite["synth_ifeval_test"])
-    clean = run_task(model, "synth_ifeval", out_dir=tmp_path / "clean", **kw)
+    kw = dict(mode="bd", decode=DECODE, batch_size=2, limit=5, data_path=suite[f"{task}_test"])
+    clean = run_task(model, task, out_dir=tmp_path / "clean", **kw)
     real, rows_decoded = lm_model.bd_generate, []
 
     def dying(m, batch, **k):
@@ -177,7 +176,7 @@ def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch):
     progress = str(tmp_path / "progress" / "db")
     monkeypatch.setattr(lm_model, "bd_generate", dying)
     with pytest.raises(KeyboardInterrupt):
-        run_task(model, "synth_ifeval", out_dir=tmp_path / "run", progress=progress, **kw)
+        run_task(model, task, out_dir=tmp_path / "run", progress=progress, **kw)
     assert rows_decoded == [2]
 
     def counting(m, batch, **k):
@@ -186,7 +185,7 @@ def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch):
 
     rows_decoded.clear()
     monkeypatch.setattr(lm_model, "bd_generate", counting)
-    rows = run_task(model, "synth_ifeval", out_dir=tmp_path / "run", progress=progress, **kw)
+    rows = run_task(model, task, out_dir=tmp_path / "run", progress=progress, **kw)
     assert sum(rows_decoded) == 3
     assert [{k: r[k] for k in KEEP} for r in rows] == [{k: r[k] for k in KEEP} for r in clean]
 

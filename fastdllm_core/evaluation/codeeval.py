@@ -184,6 +184,42 @@ def extract_code(text: str, entry_point: str) -> tuple[str, bool]:
     return code, has
 
 
+def generate_kept(lm, prompts: list[str], progress, **kw) -> list[str]:
+    """``lm.generate_texts(prompts, **kw)`` with each answer appended to ``progress`` (a JSONL file; None: nothing
+    kept) as soon as its batch is decoded; the answers already there (the same prompt and length) are read back,
+    not decoded again, so a run killed part-way resumes with the items it had not answered."""
+    if progress is None:
+        return lm.generate_texts(prompts, **kw)
+    import hashlib
+
+    path = Path(progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = [hashlib.sha256(f"{kw.get('max_new_tokens')}\0{p}".encode()).hexdigest() for p in prompts]
+    done = {}
+    for line in (path.read_text().splitlines() if path.exists() else []):
+        try:
+            rec = json.loads(line)
+            done[rec["key"]] = rec["text"]
+        except (json.JSONDecodeError, KeyError, TypeError):  # a line cut by the kill: that item is decoded again
+            continue
+    todo = [i for i, k in enumerate(keys) if k not in done]
+    if todo:
+        names = kw.pop("names", None)
+        ended = not path.exists() or path.read_bytes().endswith(b"\n") or path.stat().st_size == 0
+        with open(path, "a") as fh:
+            fh.write("" if ended else "\n")
+
+            def keep(j: int, text: str) -> None:
+                fh.write(json.dumps({"key": keys[todo[j]], "text": text}) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+                done[keys[todo[j]]] = text
+
+            lm.generate_texts([prompts[i] for i in todo], names=[names[i] for i in todo] if names else None,
+                              on_done=keep, **kw)
+    return [done[k] for k in keys]
+
+
 def pass_rows(samples: list[dict], has_plus: bool) -> list[dict]:
     """pass@1_base and pass@1_plus (percent, n) of scored items (``correct``, ``correct_plus``,
     ``has_entry_point``); without plus inputs the plus row is ``n/a``.  Notes count the answers with no function.

@@ -71,21 +71,23 @@ def _throughput(stats: list) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ EvalPlus
-def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict, shard=None):
+def _run_code(lm, task, data_path, prompt_style, limit, out_dir: Path, code_opts: dict, shard=None, progress=None):
     import shutil
     import tempfile
 
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".evalplus-", dir=out_dir))  # this run's own, removed afterwards
     try:
-        return _run_code_in(scratch, lm, task, data_path, prompt_style, limit, code_opts, shard)
+        return _run_code_in(scratch, lm, task, data_path, prompt_style, limit, code_opts, shard, progress)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_opts: dict, shard=None):
+def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_opts: dict, shard=None,
+                 progress=None):
     """Generate and score the problems (sorted by task id, cut by ``limit``; ``shard`` (k, n): only those of
-    :func:`.lm_eval_run.shard_range`, named by their index in the unsharded list)."""
+    :func:`.lm_eval_run.shard_range`, named by their index in the unsharded list); ``progress``: each answer kept
+    in ``<progress>.code.jsonl`` as it comes (:func:`.codeeval.generate_kept`)."""
     from . import codeeval
     from .lm_eval_run import shard_range
 
@@ -97,7 +99,8 @@ def _run_code_in(scratch: Path, lm, task, data_path, prompt_style, limit, code_o
     ids = shard_range(task, len(problems), shard) if shard is not None else range(len(problems))
     problems = [problems[i] for i in ids]
     prompts = [codeeval.build_prompt(p, lm.tokenizer, prompt_style, task) for p in problems]
-    texts = lm.generate_texts(prompts, desc=task,
+    kept = None if progress is None else f"{progress}.code.jsonl"
+    texts = codeeval.generate_kept(lm, prompts, kept, desc=task,
                               max_new_tokens=EVALPLUS_MAX_NEW_TOKENS if getattr(lm, "task_lengths", False) else None,
                               names=[f"prompt {i} ({p['task_id']})" for i, p in zip(ids, problems)])
     sols, samples = [], []
@@ -178,12 +181,10 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     ``cache`` ...).  A prompt that does not fit the model's context with ``max_new_tokens`` is refused
     (naming it and both lengths) unless ``truncate_prompts`` (cut from the left; counted in the
     ``truncated_prompts`` column).  ``shard=(k, n)``: the k-th of n item ranges only (:mod:`.shards`; EvalPlus
-    tasks: of the sorted, limited problems); ``progress``: a path prefix where lm-eval keeps each answer as it
-    comes (a rerun skips them; lm-eval tasks only).
+    tasks: of the sorted, limited problems); ``progress``: a path prefix where each answer is kept as it comes
+    (lm-eval's request cache; EvalPlus tasks: ``<progress>.code.jsonl``): a rerun skips the answered items.
     """
     _check_args(task, mode, prompt_style, batch_size, limit)
-    if progress is not None and task in CODE_TASKS:
-        raise ValueError(f"progress applies to lm-eval tasks, not the EvalPlus task {task!r}")
     decode = (decode or DecodeConfig()).with_mode_defaults(mode).validate(mode)
     task_lengths = str(max_new_tokens).strip().lower() == "task"
     if task_lengths and mode in MDM_MODES:
@@ -213,7 +214,7 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
                           mc_num, loglikelihood_method)
     t0 = time.perf_counter()
     if task in CODE_TASKS:
-        rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts, shard)
+        rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts, shard, progress)
     else:
         rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
     elapsed = time.perf_counter() - t0

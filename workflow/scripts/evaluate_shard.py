@@ -1,10 +1,9 @@
 """One shard of a decoding point too costly for one job (``eval.shards``; workflow/lib/eval_cost.py): items
 ``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through fastdllm_core.evaluation.run_task, written as one JSON (its rows, its per-item
-results, its key) that rule evaluate merges into the point's rows.  An lm-eval task keeps every answer as it comes
-in lm-eval's request cache under ``<model>/<task>/<shard>.progress/<key>``: a shard killed (a cluster's time limit)
-resumes from it, skipping the items answered before; a change of model, data, settings or code starts a fresh one.
-Removed once the shard's file is written.  An EvalPlus shard (its range of the sorted problems) keeps no progress:
-killed, it is redone whole."""
+results, its key) that rule evaluate merges into the point's rows.  Every answer is kept as it comes under
+``<model>/<task>/<shard>.progress/<key>`` (an lm-eval task: lm-eval's request cache; an EvalPlus task: a JSONL of
+its answers): a shard killed (a cluster's time limit) resumes from it, skipping the items answered before; a change
+of model, data, settings or code starts a fresh one.  Removed once the shard's file is written."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -41,12 +40,9 @@ with logged(snakemake):  # noqa: F821
         pass  # an n/a row below
     loaded = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
     out_dir = cache / sm.wildcards.shard
-    from fastdllm_core.evaluation.runner import CODE_TASKS
-
-    # shard 1 of 1: the whole point in its own job (any task); progress kept for lm-eval tasks
+    # shard 1 of 1: the whole point in its own job (any task)
     rows = eval_point.run_point(loaded, p, config, task, point, p.data_path, device, out_dir,
-                                shard=(sj["k"], sj["n"]) if sj["n"] > 1 else None,
-                                progress=None if task in CODE_TASKS else str(progress / "requests"))
+                                shard=(sj["k"], sj["n"]) if sj["n"] > 1 else None, progress=str(progress / "requests"))
     samples_file = out_dir / "samples.jsonl"
     ok = any(r["status"] == "ok" for r in rows)
     samples = [json.loads(line) for line in open(samples_file)] if ok else []
