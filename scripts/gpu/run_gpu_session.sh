@@ -44,6 +44,7 @@ step_env() {
   nvidia-smi | tee "$OUT/nvidia-smi.txt"
   python - <<'EOF' | tee "$OUT/env.json"
 import json, torch, transformers
+import torch.nn.attention.flex_attention  # noqa: F401  (a submodule: hasattr alone does not import it)
 from fastdllm_core.provenance import run_metadata
 from fastdllm_core.bench.telemetry import NvmlSampler
 s = NvmlSampler("cuda:0")
