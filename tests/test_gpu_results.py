@@ -1,0 +1,60 @@
+"""The committed GPU results (results/gpu): every row carries its device and provenance, energy comes from the NVML
+energy counter, the figure is a function of the CSVs, and the numbers results/gpu/README.md quotes are the CSVs'."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU = ROOT / "results" / "gpu"
+BENCH = sorted(p for p in GPU.glob("bench_*.csv") if not p.name.endswith("_roofline.csv"))
+
+pytestmark = pytest.mark.skipif(not BENCH, reason="no committed GPU results")
+
+
+def _bench(shape: str) -> pd.DataFrame:
+    return pd.read_csv(GPU / f"bench_qwen2.5-{shape}_random.csv")
+
+
+@pytest.mark.parametrize("path", BENCH, ids=[p.name for p in BENCH])
+def test_every_row_names_its_gpu_and_versions_and_measures_energy(path):
+    df = pd.read_csv(path)
+    assert len(df) > 0 and (df["device_type"] == "cuda").all()
+    assert df["device_name"].str.startswith("NVIDIA").all() and df["gpu_driver"].notna().all()
+    for col in ("torch_version", "transformers_version", "git_commit", "n_params"):
+        assert df[col].notna().all(), col
+    assert (df["energy_method"] == "energy_counter").all()
+    assert ((df["joules_per_token"] > 0) & (df["peak_mem_mib"] > 0) & (df["tokens_per_s"] > 0)).all()
+
+
+def test_the_readme_quotes_the_csvs():
+    text = (GPU / "README.md").read_text()
+    d = _bench("1.5b")
+    ar1 = d[(d["mode"] == "ar") & (d["batch_size"] == 1)].iloc[0]
+    bd = d[(d["mode"] == "bd") & (d["use_sub_block_cache"] == False)]  # noqa: E712
+    k4 = bd[(bd["batch_size"] == 1) & (bd["forced_k"] == 4)].iloc[0]
+    roof = pd.read_csv(GPU / "bench_qwen2.5-1.5b_random_roofline.csv")
+    frac = roof[(roof["mode"] == "ar") & (roof["batch_size"] == 1)].iloc[0]["fraction_of_roofline"]
+    ar7 = _bench("7b").query("mode == 'ar'").iloc[0]["tokens_per_s"]
+    quoted = [f"{ar1['tokens_per_s']:.1f}", f"{k4['tokens_per_s']:.1f} ({k4['speedup_vs_ar']:.2f}x)",
+              f"{100 * frac:.1f} % of the bandwidth roofline", f"{ar1['joules_per_token']:.2f}",
+              f"{ar7:.1f} at 7B"]
+    for q in quoted:
+        assert q in text, q
+
+
+def test_the_figure_is_drawn_from_the_csvs(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu" / "plot_batch_throughput.py"), "--results",
+                        str(GPU), "--out", str(tmp_path / "fig")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "fig.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("script", ["run_gpu_session.sh", "quick_session.sh"])
+def test_the_session_scripts_parse(script):
+    r = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu" / script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
