@@ -13,6 +13,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+@pytest.fixture
+def hub_offline(monkeypatch):
+    """The Hub and the datasets library offline for one test (whatever an earlier test set)."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 def make_tiny(seed=0, dtype=torch.float64, attn="sdpa", vocab_size=64, init_range=0.3, **cfg):
     """A tiny random Qwen2 whose greedy outputs are diverse (large init range), mask token id 3, eos 2."""
     from fastdllm_core.tiny import tiny_model, tiny_qwen2_config

@@ -15,10 +15,7 @@ from fastdllm_core.model import load_model
 from fastdllm_core.modeling import dream, llada
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,7 @@ from fastdllm_core.evaluation import run_task
 from conftest import tiny_eval_setup
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
 
 @pytest.fixture(scope="module")

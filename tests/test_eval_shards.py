@@ -13,10 +13,7 @@ from fastdllm_core.evaluation.shards import merge_shards
 DECODE = DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=8)
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
 
 @pytest.fixture(scope="module")

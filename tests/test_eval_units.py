@@ -13,10 +13,7 @@ from fastdllm_core.evaluation import TASKS, TaskUnavailable, run_task
 from fastdllm_core.evaluation import codeeval
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
 
 def test_extract_code():

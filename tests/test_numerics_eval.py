@@ -52,10 +52,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
 
 @pytest.fixture(scope="module")
