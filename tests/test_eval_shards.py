@@ -276,3 +276,29 @@ def test_a_local_gpqa_file_is_the_split_lm_eval_evaluates(tmp_path):
     docs = list(task.eval_docs)
     assert sorted(d["Question"] for d in docs) == sorted(f"q{i}" for i in range(9)), docs[:2]
     assert info["source"] == str(f)
+
+
+def test_kept_answers_survive_a_line_cut_by_the_kill(tmp_path):
+    """codeeval.generate_kept: answers already in the progress file are read back, a last line cut mid-write is
+    decoded again, and the file stays one JSON record per line."""
+    import json
+
+    from fastdllm_core.evaluation.codeeval import generate_kept
+
+    class Lm:
+        asked: list = []
+
+        def generate_texts(self, prompts, names=None, on_done=None, **kw):
+            self.asked.append(list(prompts))
+            for i, p in enumerate(prompts):
+                on_done(i, p.upper())
+
+    path = tmp_path / "p.code.jsonl"
+    lm = Lm()
+    assert generate_kept(lm, ["a", "b"], path, max_new_tokens=8) == ["A", "B"]
+    path.write_text(path.read_text() + '{"key": "cut mid-wr')  # the kill
+    assert generate_kept(lm, ["a", "b", "c"], path, max_new_tokens=8) == ["A", "B", "C"]
+    assert lm.asked == [["a", "b"], ["c"]]
+    lines = path.read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[-1])["text"] == "C"
+    assert generate_kept(lm, ["c"], path, max_new_tokens=16) == ["C"] and lm.asked[-1] == ["c"]  # another length

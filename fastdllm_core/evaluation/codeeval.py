@@ -195,8 +195,9 @@ def generate_kept(lm, prompts: list[str], progress, **kw) -> list[str]:
     path = Path(progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     keys = [hashlib.sha256(f"{kw.get('max_new_tokens')}\0{p}".encode()).hexdigest() for p in prompts]
+    text = path.read_text() if path.exists() else ""
     done = {}
-    for line in (path.read_text().splitlines() if path.exists() else []):
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
             done[rec["key"]] = rec["text"]
@@ -205,9 +206,8 @@ def generate_kept(lm, prompts: list[str], progress, **kw) -> list[str]:
     todo = [i for i, k in enumerate(keys) if k not in done]
     if todo:
         names = kw.pop("names", None)
-        ended = not path.exists() or path.read_bytes().endswith(b"\n") or path.stat().st_size == 0
         with open(path, "a") as fh:
-            fh.write("" if ended else "\n")
+            fh.write("\n" if text and not text.endswith("\n") else "")  # end a line cut by the kill
 
             def keep(j: int, text: str) -> None:
                 fh.write(json.dumps({"key": keys[todo[j]], "text": text}) + "\n")
