@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from analysis.findings import FIELDS, differences, findings, marked, rows, run_of, unmarked  # noqa: E402
 from analysis.summary import TIMING, comparable_text, fingerprint_of, section  # noqa: E402
+from fastdllm_core.cpu_numerics import PINNED  # noqa: E402
 from fastdllm_core.provenance import source_fingerprint, write_text_atomic  # noqa: E402
 
 DOC = ROOT / "docs" / "embedded_default_results.md"
@@ -46,6 +47,8 @@ README = ROOT / "README.md"
 FINDINGS = ROOT / "docs" / "findings_by_cpu.csv"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 README_SECTIONS = ("## Accuracy (Tables 1 and 2)", "## Comparisons", TIMING)
+# the kernel path every DAG job pins (fastdllm_core.cpu_numerics), as the page's "- CPU:" line writes it
+PINNED_PATH = f"{PINNED['ATEN_CPU_CAPABILITY'].upper()} (MKL_CBWR={PINNED['MKL_CBWR']})"
 
 
 def readme_block(page: str) -> str:
@@ -117,17 +120,38 @@ def write_findings(found: list[dict], out) -> None:
     w.writerows(found)
 
 
+def kernel_path(page: str) -> str:
+    """The kernel path the page's "- CPU:" line records (e.g. ``AVX2 (MKL_CBWR=AVX2)``; "" when it has none)."""
+    line = next((x for x in page.splitlines() if x.startswith("- CPU: ")), "")
+    return line.split("; kernel path:", 1)[1].strip() if "; kernel path:" in line else ""
+
+
+def run_label(page: str) -> str:
+    """The ``cpu`` of a run's rows in the findings file: the CPU, and the kernel path where it is not the pinned
+    one (a run with, e.g., ``ATEN_CPU_CAPABILITY=default`` is another float path on the same CPU: its findings
+    mark the page as another CPU's would)."""
+    cpu, path = run_of(page)["cpu"], kernel_path(page)
+    return cpu if path in ("", PINNED_PATH) else f"{cpu} with kernel path {path}"
+
+
+def run_rows(page: str) -> list[dict]:
+    """:func:`analysis.findings.rows` with ``cpu`` = :func:`run_label`."""
+    label = run_label(page)
+    return [{**r, "cpu": label} for r in rows(page)]
+
+
 def add_findings(src: Path, path: Path | None = None) -> None:
-    """The page's findings into ``path``, replacing the rows of its CPU (one run per CPU), sorted by CPU."""
+    """The page's findings into ``path``, replacing the rows of its CPU and kernel path (:func:`run_label`: one run
+    each), sorted by CPU."""
     path = path or FINDINGS
     page = page_path(src).read_text()
-    cpu = run_of(page)["cpu"]
-    kept = [r for r in read_findings(path) if r["cpu"] != cpu]
-    new = sorted(kept + rows(page), key=lambda r: r["cpu"])  # stable: page order within a CPU
+    label, new_rows = run_label(page), run_rows(page)
+    kept = [r for r in read_findings(path) if r["cpu"] != label]
+    new = sorted(kept + new_rows, key=lambda r: r["cpu"])  # stable: page order within a CPU
     with path.open("w", newline="") as f:
         write_findings(new, f)
-    print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(rows(page))} findings of the "
-          f"run on {cpu} (commit {run_of(page)['commit'][:12]}); {len(kept)} rows of other CPUs kept")
+    print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(new_rows)} findings of the "
+          f"run on {label} (commit {run_of(page)['commit'][:12]}); {len(kept)} rows of other runs kept")
 
 
 def write_page(page: str) -> None:
@@ -156,7 +180,7 @@ def main(argv=None) -> int:
     if args.check:
         return check(args.check)
     if args.export_findings:
-        write_findings(rows(page_path(args.export_findings).read_text()), sys.stdout)
+        write_findings(run_rows(page_path(args.export_findings).read_text()), sys.stdout)
         return 0
     if args.add_findings or args.mark:
         if args.add_findings:

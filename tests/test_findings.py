@@ -196,6 +196,33 @@ def test_add_findings_replaces_the_rows_of_the_pages_cpu(tmp_path, capsys):
         mod.read_findings(bad)
 
 
+def test_a_run_on_another_kernel_path_of_the_same_cpu_is_a_run_of_its_own(tmp_path, capsys):
+    """A run with another kernel path (e.g. ``ATEN_CPU_CAPABILITY=default``) on the page's CPU is labelled with its
+    path, kept beside the pinned run of that CPU, and marks the page; the pinned path keeps the plain CPU name."""
+    mod = _script()
+    page = _page()
+    cpu_line = "- CPU: Intel(R) Xeon(R) Processor; kernel path: AVX2 (MKL_CBWR=AVX2)"
+    assert cpu_line in page and mod.run_label(page) == "Intel(R) Xeon(R) Processor"
+    assert mod.kernel_path(page) == mod.PINNED_PATH == "AVX2 (MKL_CBWR=AVX2)"
+    other = page.replace(cpu_line, cpu_line.replace("kernel path: AVX2", "kernel path: DEFAULT"))
+    # two of the page's findings lost on that path
+    other = _edit(other, RECIPE_AR, "MATH -16.3 (lower, beyond noise)", "MATH -16.3 (within noise)", (3, 2))
+    other = _edit(other, DREAM_AR, "MBPP-Base -22.0 (lower, beyond noise)", "MBPP-Base -22.0 (within noise)", (8, 7))
+    label = "Intel(R) Xeon(R) Processor with kernel path DEFAULT (MKL_CBWR=AVX2)"
+    assert mod.run_label(other) == label
+    path, src, pinned = tmp_path / "findings.csv", tmp_path / "other.md", tmp_path / "pinned.md"
+    src.write_text(other)
+    pinned.write_text(page)
+    mod.add_findings(pinned, path)
+    mod.add_findings(src, path)
+    mod.add_findings(src, path)  # again: replaces that path's rows only
+    got = mod.read_findings(path)
+    assert len(got) == 2 * 48 and {r["cpu"] for r in got} == {"Intel(R) Xeon(R) Processor", label}
+    m = marked(page, got)
+    assert m.count(f"[fragile: not beyond noise on {label}, run of ") == 2
+    assert "run on " + label in capsys.readouterr().out
+
+
 def test_a_column_without_a_value_and_the_export_command(tmp_path, capsys):
     page = _page()
     na = _edit(page, RECIPE_AR, "MMLU -5.3 (within noise)", "MMLU n/a")
