@@ -246,3 +246,34 @@ def test_auto_likelihood_scores_and_records_the_method_used(setup, tmp_path, fam
     acc = {r["metric"]: r for r in rows}["acc"]
     cfg = json.loads((tmp_path / "results.json").read_text())["config"]
     assert acc["loglikelihood_method"] == cfg["loglikelihood_method"] == "exact" and acc["mc_num"] == ""
+
+
+@pytest.mark.parametrize("family", ["llada", "dream", "bd"])
+def test_the_options_of_one_question_share_their_forward(setup, tmp_path, family):
+    """One-token options of one question (the MMLU column) have the same input wherever the option is masked or
+    not yet read: one forward for all of them, and every score bit for bit the one a fresh model gives alone."""
+    from fastdllm_core.evaluation.lm_model import FastDLLMv2
+
+    models, _, _ = setup
+    kw = {"mode": family, "max_new_tokens": 8, "loglikelihood_method": "exact"} if family != "bd" else \
+        {"block_size": 4, "sub_block_size": 2}
+    if family == "bd":
+        from fastdllm_core.tiny import write_tiny_checkpoint
+
+        model = load_model(str(write_tiny_checkpoint(tmp_path / "bd", seed=1)), dtype="float64")
+    else:
+        model = models[family]
+    ctx, options = [10, 11, 12, 13, 20], [[14], [15], [16], [17]]
+    lm = FastDLLMv2(model=model, **kw)
+    calls = []
+    hook = model.model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        got = lm._loglikelihood_tokens([(None, ctx, o) for o in options], disable_tqdm=True)
+        assert len(calls) == 1
+        alone = [FastDLLMv2(model=model, **kw)._loglikelihood_tokens([(None, ctx, o)], disable_tqdm=True)[0]
+                 for o in options]
+        lm._loglikelihood_tokens([(None, ctx, options[0])], disable_tqdm=True)  # a new batch forwards again
+    finally:
+        hook.remove()
+    assert got == alone and len({s for s, _ in got}) == len(options)
+    assert len(calls) == 1 + len(options) + 1

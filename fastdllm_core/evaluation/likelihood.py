@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import torch
 
 from ..config import MDM_MODES
@@ -70,6 +72,26 @@ class LikelihoodMixin:
     :meth:`_fit_loglikelihood` also ``mode``, ``context_length``, ``truncate_prompts`` and counts
     ``n_truncated_prompts``."""
 
+    MEMO_SIZE = 16  # forwards kept for reuse: lm-eval sends the options of one question one after the other
+
+    def _memo(self, key: tuple, compute):
+        """``compute()``, or the result it gave for the same ``key`` (the same input tokens) among the last
+        :data:`MEMO_SIZE` calls.  The options of a multiple-choice question share their context, and where the
+        option's own tokens are not in the input (the first token read at a trailing [MASK], a masked one-token
+        option) they share the whole forward: one forward instead of one per option, bit for bit the same."""
+        memo = self.__dict__.setdefault("_forward_memo", OrderedDict())
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
+        memo[key] = out = compute()
+        if len(memo) > self.MEMO_SIZE:
+            memo.popitem(last=False)
+        return out
+
+    def _forget_forwards(self) -> None:
+        """Empty the memo of :meth:`_memo` (at the start of every request batch: the model may have changed)."""
+        self.__dict__.pop("_forward_memo", None)
+
     def _batch_ll_method(self, cont_lengths: list[int]) -> str:
         """The method this request batch is scored with (``auto`` resolved by :func:`resolve_mdm_method`), noted
         in :attr:`ll_used`."""
@@ -89,15 +111,17 @@ class LikelihoodMixin:
         from ..masks import attention_kwargs, inference_spec
 
         model, D = self.lm.model, self.decode.block_size
-        out = []
-        for s in seqs:  # one row at a time: sequences differ in length and so in block layout
+
+        def one(s: list[int]) -> torch.Tensor:
             ids = torch.tensor([s], device=self._device)
             n = ids.shape[1]
             pos = torch.arange(n, device=self._device)[None]
             kw = attention_kwargs(model, inference_spec(D, 0), n, n)
             logits = model(input_ids=ids, position_ids=pos, use_cache=False, **kw).logits[0, n - 2]
-            out.append(torch.log_softmax(logits.float(), dim=-1))
-        return torch.stack(out)
+            return torch.log_softmax(logits.float(), dim=-1)
+
+        # one row at a time: sequences differ in length and so in block layout
+        return torch.stack([self._memo(("bd", D, tuple(s)), lambda s=s: one(s)) for s in seqs])
 
     @torch.no_grad()
     def _ar_loglik(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
@@ -187,8 +211,11 @@ class LikelihoodMixin:
             is_mask = torch.zeros(len(pat), len(full), dtype=torch.bool, device=dev)
             is_mask[:, len(ctx):len(ctx) + k] = pat
             batch = seq.repeat(len(pat), 1)
-            logits = self._mdm_logits(torch.where(is_mask, mask_id, batch))
-            ce = F.cross_entropy(logits[is_mask], batch[is_mask], reduction="none")  # masked positions only
+            noisy = torch.where(is_mask, mask_id, batch)
+            # the logits of the masked positions only: they do not depend on the option's (masked) tokens
+            masked = self._memo(("mdm", tuple(map(tuple, noisy.tolist())), tuple(map(tuple, is_mask.tolist()))),
+                                lambda noisy=noisy, is_mask=is_mask: self._mdm_logits(noisy)[is_mask])
+            ce = F.cross_entropy(masked, batch[is_mask], reduction="none")
             per_row = torch.zeros(len(pat), dtype=torch.float64, device=dev).index_add_(
                 0, is_mask.nonzero()[:, 0], ce.double())
             total += (per_row * weights[pat.sum(1) - 1]).sum().item()

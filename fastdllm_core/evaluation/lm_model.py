@@ -374,6 +374,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
         # every request is fitted to the context before the first forward pass
         fitted = [self._fit_loglikelihood(i, ctx, cont, names[i]) for i, (_, ctx, cont) in enumerate(requests)]
         method = self._batch_ll_method([len(cont) for _, _, cont in requests])
+        self._forget_forwards()
         if method == "exact":  # refused before the first forward pass, naming the request
             for i, (_, _, cont) in enumerate(requests):
                 if len(cont) > EXACT_MAX_TOKENS:
