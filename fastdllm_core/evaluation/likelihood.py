@@ -212,10 +212,13 @@ class LikelihoodMixin:
             is_mask[:, len(ctx):len(ctx) + k] = pat
             batch = seq.repeat(len(pat), 1)
             noisy = torch.where(is_mask, mask_id, batch)
-            # the logits of the masked positions only: they do not depend on the option's (masked) tokens
-            masked = self._memo(("mdm", tuple(map(tuple, noisy.tolist())), tuple(map(tuple, is_mask.tolist()))),
-                                lambda noisy=noisy, is_mask=is_mask: self._mdm_logits(noisy)[is_mask])
-            ce = F.cross_entropy(masked, batch[is_mask], reduction="none")
+
+            def masked_logits(noisy=noisy, is_mask=is_mask):
+                return self._mdm_logits(noisy)[is_mask]
+
+            # a one-token option is masked in its only row: the options of a question share that input
+            masked = self._memo(("mdm", tuple(noisy[0].tolist())), masked_logits) if k == 1 else masked_logits()
+            ce = F.cross_entropy(masked, batch[is_mask], reduction="none")  # masked positions only
             per_row = torch.zeros(len(pat), dtype=torch.float64, device=dev).index_add_(
                 0, is_mask.nonzero()[:, 0], ce.double())
             total += (per_row * weights[pat.sum(1) - 1]).sum().item()

@@ -231,10 +231,13 @@ def _run_checks(args, subset: dict, expected: dict, todo: list[tuple[str, str]])
 def _checks(args) -> int:
     """Sub-command ``checks``: the checks :func:`_run_checks` sends (a pickle on stdin), results (JSON) to --out."""
     import pickle
+    import signal
     from concurrent.futures import ProcessPoolExecutor
 
     from . import verdict
+    from .kernel import PR_SET_PDEATHSIG, _prctl
 
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with the scorer (killed at its time limit), its sandboxes too
     spec = pickle.loads(sys.stdin.buffer.read())
     subset, expected = spec["subset"], spec["expected"]
     # every sandboxed child clears these in its copy of memory before the solution runs (verdict.forget_secrets)
