@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,53 @@ def test_verdicts_are_reused_only_for_identical_checks_in_the_full_sandbox(tmp_p
     n = len(list(cache.rglob("*.json")))
     weak = score(data, [{"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x - 1 + 2\n"}] + sols[:1])
     assert [r["verdict_reused"] for r in weak] == [False, False] and len(list(cache.rglob("*.json"))) == n
+
+
+def _dead(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def test_a_killed_scorer_takes_its_checks_process_and_sandboxes_with_it(tmp_path):
+    """codeeval kills the EvalPlus worker at its time limit; the process that runs its checks (and through it every
+    sandbox) must not outlive it."""
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "Sandbox/0",
+                                   "solution": f"import time\ndef {EP}(x):\n    time.sleep(60)\n"}) + "\n")
+    env = {**os.environ, "HUMANEVAL_OVERRIDE_PATH": str(_dataset(tmp_path)), "FASTDLLM_SANDBOX_DIR": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "-m", "fastdllm_core.evaluation.sandbox.worker", "score", "--dataset",
+                               "humaneval", "--samples", str(samples), "--out", str(tmp_path / "out.json"),
+                               "--base-only", "--min-time-limit", "50"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        end, checks = time.monotonic() + 120, []
+        while not checks and time.monotonic() < end:
+            time.sleep(0.2)
+            checks = [c for c in _children(worker.pid) if b"checks" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert checks, "no checks process started"
+        family = checks
+        while len(family) < 2 and time.monotonic() < end:  # until its sandbox runs the solution
+            time.sleep(0.2)
+            family = checks + [g for c in checks for g in _children(c)]
+        assert len(family) >= 2
+    finally:
+        worker.kill()
+        worker.wait()
+    end = time.monotonic() + 20
+    while not all(_dead(p) for p in family) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert all(_dead(p) for p in family), [p for p in family if not _dead(p)]
