@@ -309,6 +309,13 @@ def _dead(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # ended meanwhile
+        return b""
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
@@ -335,7 +342,7 @@ def test_a_killed_scorer_takes_its_checks_process_and_sandboxes_with_it(tmp_path
         end, checks = time.monotonic() + 120, []
         while not checks and time.monotonic() < end:
             time.sleep(0.2)
-            checks = [c for c in _children(worker.pid) if b"checks" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            checks = [c for c in _children(worker.pid) if b"checks" in _cmdline(c)]
         assert checks, "no checks process started"
         family = checks
         while len(family) < 2 and time.monotonic() < end:  # until its sandbox runs the solution
