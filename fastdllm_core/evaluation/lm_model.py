@@ -75,8 +75,7 @@ except ImportError as exc:  # pragma: no cover
 
 MODEL_NAME = "fast_dllm_v2"
 TASK_LENGTH = "task"  # max_new_tokens=task: each benchmark's own generation length
-# lm-eval's default generation length when a task's generation_kwargs set none (lm_eval.models.utils.
-# normalize_gen_kwargs / HFLM's max_gen_toks)
+# lm-eval's default generation length for a task that sets none (normalize_gen_kwargs / HFLM max_gen_toks)
 LM_EVAL_DEFAULT_MAX_GEN_TOKS = 256
 GEN_LENGTH_KEYS = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")  # lm-eval's priority
 
