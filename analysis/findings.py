@@ -24,14 +24,20 @@ _MARK = re.compile(r" \[[^\[\]]* on [^\[\]]*, run of [^\[\]]*\]")
 def _provenance(page: str, key: str) -> str:
     for line in page.splitlines():
         if line.startswith(f"- {key}: "):
-            return line.split(": ", 1)[1].split("; kernel path:")[0].strip()
+            return line.split(": ", 1)[1].strip()
     raise ValueError(f"the page has no '- {key}:' line in its provenance section")
+
+
+def cpu_of(page: str) -> tuple[str, str]:
+    """(CPU, kernel path) of the page's ``- CPU: <name>; kernel path: <path>`` line (path "" when not recorded)."""
+    cpu, _, path = _provenance(page, "CPU").partition("; kernel path:")
+    return cpu.strip(), path.strip()
 
 
 def run_of(page: str) -> dict:
     """``{cpu, commit, source_fingerprint}`` the page records of the run that made it."""
     fp = _provenance(page, "source fingerprint").split()[0]
-    return {"cpu": _provenance(page, "CPU"), "commit": _provenance(page, "commit"), "source_fingerprint": fp}
+    return {"cpu": cpu_of(page)[0], "commit": _provenance(page, "commit"), "source_fingerprint": fp}
 
 
 def unmarked(page: str) -> str:

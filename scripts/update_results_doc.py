@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from analysis.findings import FIELDS, differences, findings, marked, rows, run_of, unmarked  # noqa: E402
+from analysis.findings import FIELDS, cpu_of, differences, findings, marked, rows, run_of, unmarked  # noqa: E402
 from analysis.summary import TIMING, comparable_text, fingerprint_of, section  # noqa: E402
 from fastdllm_core.cpu_numerics import PINNED  # noqa: E402
 from fastdllm_core.provenance import source_fingerprint, write_text_atomic  # noqa: E402
@@ -120,17 +120,11 @@ def write_findings(found: list[dict], out) -> None:
     w.writerows(found)
 
 
-def kernel_path(page: str) -> str:
-    """The kernel path the page's "- CPU:" line records (e.g. ``AVX2 (MKL_CBWR=AVX2)``; "" when it has none)."""
-    line = next((x for x in page.splitlines() if x.startswith("- CPU: ")), "")
-    return line.split("; kernel path:", 1)[1].strip() if "; kernel path:" in line else ""
-
-
 def run_label(page: str) -> str:
     """The ``cpu`` of a run's rows in the findings file: the CPU, and the kernel path where it is not the pinned
     one (a run with, e.g., ``ATEN_CPU_CAPABILITY=default`` is another float path on the same CPU: its findings
     mark the page as another CPU's would)."""
-    cpu, path = run_of(page)["cpu"], kernel_path(page)
+    cpu, path = cpu_of(page)
     return cpu if path in ("", PINNED_PATH) else f"{cpu} with kernel path {path}"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.findings import FIELDS, claim, differences, findings, marked, rows, run_of, unmarked
+from analysis.findings import FIELDS, claim, cpu_of, differences, findings, marked, rows, run_of, unmarked
 from analysis.summary import comparable_text, section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,7 +203,9 @@ def test_a_run_on_another_kernel_path_of_the_same_cpu_is_a_run_of_its_own(tmp_pa
     page = _page()
     cpu_line = "- CPU: Intel(R) Xeon(R) Processor; kernel path: AVX2 (MKL_CBWR=AVX2)"
     assert cpu_line in page and mod.run_label(page) == "Intel(R) Xeon(R) Processor"
-    assert mod.kernel_path(page) == mod.PINNED_PATH == "AVX2 (MKL_CBWR=AVX2)"
+    assert cpu_of(page) == ("Intel(R) Xeon(R) Processor", mod.PINNED_PATH)
+    assert mod.PINNED_PATH == "AVX2 (MKL_CBWR=AVX2)"
+    assert cpu_of(page.replace("; kernel path: AVX2 (MKL_CBWR=AVX2)", "")) == ("Intel(R) Xeon(R) Processor", "")
     other = page.replace(cpu_line, cpu_line.replace("kernel path: AVX2", "kernel path: DEFAULT"))
     # two of the page's findings lost on that path
     other = _edit(other, RECIPE_AR, "MATH -16.3 (lower, beyond noise)", "MATH -16.3 (within noise)", (3, 2))
