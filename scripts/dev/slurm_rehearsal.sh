@@ -6,7 +6,7 @@
 # requests are refused for lack of GPUs, never for their syntax) and submitted held to a phantom 8 x A100 node that
 # never comes up (accepted, then cancelled).  Every daemon the script starts is stopped on exit.
 #
-#   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (~10 min on 2 cores)
+#   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (~13 min on 2 cores)
 #   bash scripts/dev/slurm_rehearsal.sh config/paper.yaml config/rehearsal.yaml    # any --configfile list
 #   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b bash scripts/dev/slurm_rehearsal.sh             # one training job (~5 min)
 #
