@@ -301,12 +301,17 @@ def test_verdicts_are_reused_only_for_identical_checks_in_the_full_sandbox(tmp_p
     assert [r["verdict_reused"] for r in weak] == [False, False] and len(list(cache.rglob("*.json"))) == n
 
 
-def _dead(pid: int) -> bool:
+def _stat(pid) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state, parent pid, ...); [] when the process is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
+        return []
+
+
+def _dead(pid: int) -> bool:
+    state = _stat(pid)[:1]
+    return not state or state[0] in ("Z", "X")
 
 
 def _cmdline(pid: int) -> bytes:
@@ -317,15 +322,7 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
+    return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and _stat(d.name)[1:2] == [str(pid)]]
 
 
 def test_a_killed_scorer_takes_its_checks_process_and_sandboxes_with_it(tmp_path):
