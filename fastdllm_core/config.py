@@ -36,6 +36,13 @@ _SLUG_RE = re.compile(r"bd_b(\d+)_s(\d+)_t([0-9.]+)_c([01])(_stop)?")
 # position of the block stays an unmasking candidate, also after a row's first EOS; "stop": positions after a row's
 # first EOS are never candidates.  Either way the output ends at the first EOS.
 EOS_RULES = ("fill_block", "stop")
+# how the ar / bd decoders run their forwards: "eager" (the model's forward at the exact shapes of each step),
+# "static" (a preallocated cache and fixed-shape forwards, captured as CUDA graphs on a GPU: decoding/static.py).
+# Not part of a point name: both give the same tokens (tested), the static path on a GPU faster.
+DECODE_PATHS = ("eager", "static")
+# the AR baseline's decoders: Hugging Face generate with its dynamic cache ("hf") or its static cache + torch.compile on
+# CUDA ("hf_static"); this project's static cache + captured one-token forward ("static", decoding/ar_static.py)
+AR_BASELINES = ("hf", "hf_static", "static")
 MDM_MODES = ("llada", "dream", "v1")  # the masked-diffusion samplers
 MODES = ("ar", "bd") + MDM_MODES
 REMASKING = {"low_confidence": "lc", "random": "rand"}
@@ -96,6 +103,7 @@ class DecodeConfig:
     threshold: float | None = 0.9  # None only for v1's step schedule (cache only)
     use_sub_block_cache: bool = False
     eos_rule: str = "fill_block"  # bd: EOS_RULES
+    decode_path: str = "eager"  # bd: DECODE_PATHS
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
@@ -162,6 +170,8 @@ class DecodeConfig:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold!r}")
         if self.eos_rule not in EOS_RULES:
             raise ValueError(f"eos_rule must be one of {EOS_RULES}, got {self.eos_rule!r}")
+        if self.decode_path not in DECODE_PATHS:
+            raise ValueError(f"decode_path must be one of {DECODE_PATHS}, got {self.decode_path!r}")
         return self
 
     def with_mode_defaults(self, mode: str) -> "DecodeConfig":

@@ -50,3 +50,39 @@ def test_flex_and_sdpa_agree_in_fp32():
     a = bd_generate(make_tiny(seed=0, dtype=torch.float32, attn="sdpa").cuda(), ps, **kw)
     b = bd_generate(make_tiny(seed=0, dtype=torch.float32, attn="flex_attention").cuda(), ps, **kw)
     assert a.sequences == b.sequences
+
+
+# ------------------------------------------------------------------------------------ the static path, captured
+def test_static_path_captures_once_and_equals_eager_in_fp32():
+    from fastdllm_core.decoding import ar_generate
+    from fastdllm_core.decoding.static import capacity, static_forwards
+
+    model = make_tiny(seed=0, dtype=torch.float32).cuda()
+    ps = [[5, 6, 7, 8, 9], list(range(10, 30)), [4, 5, 6]]
+    for cache in (False, True):
+        kw = dict(mask_token_id=3, stop_token_ids=[2], block_size=8, sub_block_size=4, threshold=0.5,
+                  max_new_tokens=24, use_sub_block_cache=cache)
+        a = bd_generate(model, ps, **kw)
+        first = bd_generate(model, ps, decode_path="static", **kw)
+        again = bd_generate(model, ps, decode_path="static", **kw)
+        assert first.sequences == a.sequences == again.sequences
+        assert first.stats.capture_time_s > 0 and again.stats.capture_time_s == 0  # captured once, replayed
+    sf = static_forwards(model, 3, capacity(20 + 24, 8))
+    assert sf.capture and sf.replays > 0 and all(s.graph is not None for s in sf.shapes.values())
+    h = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3])
+    s = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3], baseline="static")
+    assert s.sequences == h.sequences and s.stats.mode == "ar_static"
+
+
+def test_out_of_memory_while_capturing_is_a_named_error(monkeypatch):
+    from fastdllm_core.decoding.static import GraphCaptureOOMError
+
+    model = make_tiny(seed=1, dtype=torch.float32).cuda()
+
+    def oom(*a, **k):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory (test)")
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", oom)
+    with pytest.raises(GraphCaptureOOMError, match="out of GPU memory while capturing the decode graph for batch 1"):
+        bd_generate(model, [[5, 6, 7]], mask_token_id=3, stop_token_ids=[], block_size=8, sub_block_size=4,
+                    max_new_tokens=8, decode_path="static")

@@ -10,6 +10,7 @@ from fastdllm_core.config import (AR_SLUG, BLOCK_SIZE, MODE_FIELDS, ROW_DECODE_C
 
 # every field set to a value other than its default
 VARIED = dict(block_size=16, sub_block_size=4, threshold=0.75, use_sub_block_cache=True, eos_rule="stop",
+              decode_path="static",
               max_new_tokens=99,
               temperature=0.7, top_p=0.5, seed=11, steps=33, remasking="random", alg="maskgit_plus", alg_temp=0.25,
               eps=0.01, cache="dual", logits_eos_inf=True, confidence_eos_eot_inf=True)

@@ -54,7 +54,7 @@ def test_the_figure_is_drawn_from_the_csvs(tmp_path):
     assert (tmp_path / "fig.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("script", ["run_gpu_session.sh", "quick_session.sh"])
+@pytest.mark.parametrize("script", ["run_gpu_session.sh", "quick_session.sh", "static_session.sh", "make_wheels.sh"])
 def test_the_session_scripts_parse(script):
     r = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu" / script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -4,9 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..config import MDM_MODES, DecodeConfig
-
-AR_BASELINES = ("hf", "hf_static")
+from ..config import AR_BASELINES, DECODE_PATHS, MDM_MODES, DecodeConfig
 
 
 @dataclass
@@ -19,6 +17,7 @@ class SweepConfig:
     thresholds: tuple = (1.0, 0.9)
     sub_block_sizes: tuple = (8,)
     sub_block_cache: tuple = (False,)
+    decode_paths: tuple = ("eager",)  # bd rows: "eager" and/or "static" (decoding/static.py; captured on CUDA)
     batch_sizes: tuple = (1,)
     forced_k: tuple = ()  # non-empty: diffusion rows use synthetic acceptance with these k instead of real
     block_size: int | None = None  # None: the model's block size
@@ -78,6 +77,9 @@ class SweepConfig:
                 DecodeConfig(block_size=block_size, threshold=t).validate()
             if not self.sub_block_cache:
                 raise ValueError("sub_block_cache is empty (give False, True or both)")
+            bad = [p for p in self.decode_paths if p not in DECODE_PATHS] or ([] if self.decode_paths else ["none"])
+            if bad:
+                raise ValueError(f"decode_paths: {bad[0]!r} is not one of {DECODE_PATHS}")
             if self.forced_k:
                 ints("forced_k", self.forced_k)
                 if max(self.forced_k) > 1 and max(self.thresholds) >= 1.0:
@@ -101,12 +103,13 @@ def plan_runs(cfg: SweepConfig) -> list[dict]:
     accept = [("forced_k", k) for k in cfg.forced_k] or [("real", None)]
     for b in cfg.batch_sizes:
         if "ar" in cfg.modes:
-            plan += [dict(mode="ar", baseline=bl, batch_size=b) for bl in cfg.ar_baselines]
+            plan += [dict(mode="ar", baseline=bl, batch_size=b, decode_path="static" if bl == "static" else "eager")
+                     for bl in cfg.ar_baselines]
         if "bd" in cfg.modes:
-            for (t, s, c), (acc, k) in itertools.product(cfg.bd_configs(), accept):
+            for (t, s, c), (acc, k), path in itertools.product(cfg.bd_configs(), accept, cfg.decode_paths):
                 plan.append(dict(mode="bd", baseline="bd", batch_size=b, threshold=t, sub_block_size=s,
-                                 use_sub_block_cache=c, acceptance=acc, forced_k=k))
+                                 use_sub_block_cache=c, acceptance=acc, forced_k=k, decode_path=path))
         for p in cfg.points:
             plan.append(dict(mode=DecodeConfig.slug_mode(p), baseline=DecodeConfig.slug_mode(p), batch_size=b,
-                             point=p, acceptance="real"))
+                             point=p, acceptance="real", decode_path="eager"))
     return plan

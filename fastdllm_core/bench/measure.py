@@ -26,10 +26,10 @@ def token_agreement(a: list[list[int]], b: list[list[int]]) -> float:
 
 
 def _timed_repeats(runner: Runner, item: dict, prompts: list[list[int]]):
-    """(outputs, NVML summary, host-load summary, peak memory) of the timed repeats, after the warm-up runs."""
+    """(outputs, NVML summary, host-load summary, peak memory, capture seconds) of the timed repeats, after the
+    warm-up runs (where the static path captures its graphs: the seconds are summed over every run)."""
     cfg, dev = runner.cfg, runner.bm.device
-    for _ in range(cfg.warmup):
-        runner.run(item, prompts)
+    capture = sum(runner.run(item, prompts).stats.capture_time_s for _ in range(cfg.warmup))
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
@@ -43,7 +43,7 @@ def _timed_repeats(runner: Runner, item: dict, prompts: list[list[int]]):
     finally:
         sampler.close()
     peak_mem = torch.cuda.max_memory_allocated(dev) / 2 ** 20 if dev.type == "cuda" else NOT_AVAILABLE
-    return outs, tele, host.summary(), peak_mem
+    return outs, tele, host.summary(), peak_mem, capture + sum(o.stats.capture_time_s for o in outs)
 
 
 def _timing_fields(outs, tele: dict, host: dict, peak_mem) -> dict:
@@ -84,9 +84,9 @@ def _profile_fields(runner: Runner, item: dict, prompts: list[list[int]]) -> dic
 
 def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
     """One row: warm-up, timed repeats under NVML, then the profiling pass and the agreement check."""
-    outs, tele, host, peak_mem = _timed_repeats(runner, item, prompts)
+    outs, tele, host, peak_mem, capture = _timed_repeats(runner, item, prompts)
     row = dict(item)
-    row.update(_timing_fields(outs, tele, host, peak_mem))
+    row.update(_timing_fields(outs, tele, host, peak_mem), capture_time_s=capture)
     row["ar_generation"] = ar_generation_summary() if item["mode"] == "ar" else ""
     warn_if_busy(row, f"{item['mode']} batch {item['batch_size']}")
     if item["mode"] == "bd" and item["acceptance"] == "forced_k":
@@ -102,4 +102,6 @@ def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
         ref = runner.sequences_without_cache(item, prompts)
         row.update(token_agreement=token_agreement(outs[0].sequences, ref),
                    agreement_reference="same configuration without the sub-block cache")
+    if item.get("decode_path") == "static":  # the goal: the same tokens as the eager path
+        row["eager_agreement"] = token_agreement(outs[0].sequences, runner.sequences_eager(item, prompts))
     return row

@@ -114,7 +114,8 @@ def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: 
         ctx = (finite_float(r.get("prompt_len_mean")) or 0.0) + (finite_float(r.get("max_new_tokens")) or 0.0) / 2
         kvb = kv_bytes(config, ctx, b, traffic["bytes_per_param"])
         bound_kv = bandwidth_gbs * 1e9 / (wbytes + kvb) * tpf * b
-        row = {k: r.get(k, "") for k in ("model", "model_label", "weights", "mode", "baseline", "batch_size",
+        row = {k: r.get(k, "") for k in ("model", "model_label", "weights", "mode", "baseline", "decode_path",
+                                          "batch_size",
                                           "threshold", "sub_block_size", "use_sub_block_cache", "acceptance",
                                           "forced_k", "prompt_set", "max_new_tokens", "tokens_per_s",
                                           "tokens_per_forward", "git_commit", "device_type", "device_name")}

@@ -30,6 +30,9 @@ class Runner:
             dc = DecodeConfig.from_slug(item["point"], seed=cfg.seed)
             return mdm_generate(bm, prompts, item["mode"], dc, stop_token_ids=self.stops, profile=profile)
         if item["mode"] == "ar":
+            if item["baseline"] == "static":  # times its own forwards
+                return ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
+                                   baseline="static", profile=profile)
             if profile:
                 with ForwardTimer(bm.model) as ft:
                     out = ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
@@ -39,7 +42,8 @@ class Runner:
             return ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
                                baseline=item["baseline"], compile=cfg.compile)
         dc = DecodeConfig(block_size=self.D, sub_block_size=item["sub_block_size"], threshold=item["threshold"],
-                          use_sub_block_cache=item["use_sub_block_cache"], max_new_tokens=cfg.max_new_tokens)
+                          use_sub_block_cache=item["use_sub_block_cache"], max_new_tokens=cfg.max_new_tokens,
+                          decode_path=item["decode_path"])
         kw = dict(mask_token_id=bm.mask_token_id, stop_token_ids=self.stops, config=dc, profile=profile)
         if item["acceptance"] == "forced_k":
             with ForcedAcceptance(bm.model, item["forced_k"], bm.mask_token_id, bm.stop_token_ids):
@@ -53,14 +57,27 @@ class Runner:
             self.cfg.compile if self.cfg.compile is not None else self.bm.device.type == "cuda")
         return not compiled  # forward hooks inside a compiled graph would break it (and perturb it)
 
-    def sequences_without_cache(self, item, prompts):
-        key = (item["batch_size"], item["threshold"], item["sub_block_size"], item["acceptance"], item["forced_k"])
+    @staticmethod
+    def _key(item) -> tuple:
+        return tuple(item.get(k) for k in ("mode", "baseline", "batch_size", "threshold", "sub_block_size",
+                                           "use_sub_block_cache", "acceptance", "forced_k", "decode_path", "point"))
+
+    def _sequences(self, item, prompts):
+        key = self._key(item)
         if key not in self._seq_cache:
-            self._seq_cache[key] = self.run({**item, "use_sub_block_cache": False}, prompts).sequences
+            self._seq_cache[key] = self.run(item, prompts).sequences
         return self._seq_cache[key]
 
+    def sequences_without_cache(self, item, prompts):
+        """The outputs of the same configuration without the sub-block cache (decoded once, then remembered)."""
+        return self._sequences({**item, "use_sub_block_cache": False}, prompts)
+
+    def sequences_eager(self, item, prompts):
+        """The outputs of the same configuration on the eager path (AR: the ``hf`` baseline)."""
+        ref = {**item, "decode_path": "eager"}
+        if item["mode"] == "ar":
+            ref["baseline"] = "hf"
+        return self._sequences(ref, prompts)
+
     def remember(self, item, sequences):
-        if item["mode"] == "bd" and not item["use_sub_block_cache"]:
-            key = (item["batch_size"], item["threshold"], item["sub_block_size"], item["acceptance"],
-                   item["forced_k"])
-            self._seq_cache[key] = sequences
+        self._seq_cache[self._key(item)] = sequences

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import (ALGS, BLOCK_SIZE, CACHES, EOS_RULES, MDM_MODES, MODES, REMASKING, SUB_BLOCK_SIZE, DecodeConfig,
-                      parse_bool)
+from ..config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MDM_MODES, MODES, REMASKING,
+                      SUB_BLOCK_SIZE, DecodeConfig, parse_bool)
 
-AR_BASELINE_HELP = "AR baseline: hf (dynamic cache) or hf_static (static cache + torch.compile on CUDA)"
+AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA) or static "
+                    "(this project's static cache, its one-token forward captured as a CUDA graph on a GPU)")
 
 
 def arg_bool(s: str) -> bool:
@@ -49,7 +50,7 @@ def add_mode_args(p) -> None:
     p.add_argument("--mode", choices=list(MODES), default="bd",
                    help="bd: block diffusion (default); ar: HF greedy; llada: LLaDA's generate; dream: Dream's "
                         "diffusion_generate; v1: Fast-dLLM v1 threshold decoding (LLaDA / Dream checkpoints)")
-    p.add_argument("--ar-baseline", choices=["hf", "hf_static"], default="hf", help=AR_BASELINE_HELP)
+    p.add_argument("--ar-baseline", choices=list(AR_BASELINES), default="hf", help=AR_BASELINE_HELP)
 
 
 def add_block_size_arg(p) -> None:
@@ -77,6 +78,9 @@ def add_decode_args(p, *, task_length: bool = False, sampling: bool = True):
     d.add_argument("--eos-rule", choices=EOS_RULES, default="fill_block",
                    help="bd: fill_block (the official batch_sample: positions after a row's first EOS are still "
                         "unmasked until the block is full) or stop (they are not)")
+    d.add_argument("--decode-path", choices=list(DECODE_PATHS), default="eager",
+                   help="bd: eager (forwards at each step's exact shapes) or static (fixed shapes over a static "
+                        "cache, captured as CUDA graphs on a GPU; the same tokens)")
     if sampling:
         d.add_argument("--temperature", type=float, default=0.0)
         d.add_argument("--top-p", type=float, default=1.0)
@@ -107,6 +111,7 @@ def decode_config(args, *, max_new_tokens: int | None = None, seed=None) -> Deco
     return DecodeConfig(block_size=block, sub_block_size=args.sub_block_size,
                         threshold=args.threshold, use_sub_block_cache=args.sub_block_cache,
                         eos_rule=getattr(args, "eos_rule", "fill_block"), max_new_tokens=n_new,
+                        decode_path=getattr(args, "decode_path", "eager"),
                         temperature=getattr(args, "temperature", 0.0), top_p=getattr(args, "top_p", 1.0),
                         seed=getattr(args, "seed", None) if seed is None else seed, steps=args.steps,
                         remasking=args.remasking, alg=args.alg, alg_temp=args.alg_temp, eps=args.eps, cache=args.cache,

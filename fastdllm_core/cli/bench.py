@@ -34,7 +34,11 @@ def _add_grid_args(g) -> None:
     g.add_argument("--points", nargs="+", default=[],
                    help="masked-diffusion settings by point name (LLaDA / Dream checkpoints), e.g. "
                         "llada_g256_s256_b32_lc dream_g256_s256_entropy v1_g256_s8_b32_t0.9_dual")
-    g.add_argument("--ar-baselines", nargs="+", default=["hf", "hf_static"])
+    g.add_argument("--ar-baselines", nargs="+", default=["hf", "hf_static"],
+                   help="hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static (this "
+                        "project's static cache + captured one-token forward)")
+    g.add_argument("--decode-paths", nargs="+", default=["eager"], choices=["eager", "static"],
+                   help="bd rows: eager and/or static (fixed shapes over a static cache, CUDA graphs on a GPU)")
     g.add_argument("--thresholds", nargs="+", type=float, default=[1.0, 0.95, 0.9, 0.8, 0.7, 0.5])
     g.add_argument("--sub-block-sizes", nargs="+", type=int, default=[2, 4, 8, 16, 32])
     g.add_argument("--sub-block-cache", nargs="+", default=["off", "on"], help="on, off or both")
@@ -80,6 +84,7 @@ def sweep_config(args):
     cfg = SweepConfig(
         modes=tuple(args.modes), ar_baselines=tuple(args.ar_baselines), thresholds=tuple(args.thresholds),
         sub_block_sizes=tuple(args.sub_block_sizes), sub_block_cache=_bool_list(args.sub_block_cache),
+        decode_paths=tuple(dict.fromkeys(args.decode_paths)),
         batch_sizes=tuple(args.batch_sizes), forced_k=tuple(args.forced_k), block_size=args.block_size,
         max_new_tokens=args.max_new_tokens, grid=args.grid, base_threshold=args.base_threshold,
         base_sub_block_size=args.base_sub_block_size, base_cache=args.base_cache == "on", warmup=args.warmup,

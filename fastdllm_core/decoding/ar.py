@@ -1,13 +1,19 @@
 """The autoregressive baseline (Hugging Face greedy ``generate``), measured like the diffusion decoder."""
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 
 import torch
 
+from ..config import AR_BASELINES
+from .ar_static import ar_generate_static
 from .common import _check_prompts, _sync, fit_context, model_context, trim_at_stop
+from .static import static_unsupported
 from .stats import GenerationOutput, GenerationStats
+
+log = logging.getLogger(__name__)
 
 
 # The AR baseline's generation settings, pinned whatever the checkpoint's generation_config.json says (Qwen2.5-Instruct
@@ -107,13 +113,15 @@ def _generate_kwargs(max_new_tokens: int, stop_ids: list[int], pad: int, clock, 
 
 @torch.no_grad()
 def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 256, pad_token_id: int | None = None,
-                baseline: str = "hf", compile: bool | None = None,
-                suppress_token_ids: list[int] | None = None) -> GenerationOutput:
+                baseline: str = "hf", compile: bool | None = None, suppress_token_ids: list[int] | None = None,
+                profile: bool = False) -> GenerationOutput:
     """The autoregressive baseline: Hugging Face greedy ``generate`` on the same model, left-padded batches.
 
     ``baseline="hf"``: dynamic KV cache (the default ``generate``).  ``baseline="hf_static"``: static KV cache and,
     on CUDA (or when ``compile=True``), ``torch.compile`` of the decoding forward: the faster configuration a
-    careful engineer would use.  Tokens are counted up to and including the first stop id.
+    careful engineer would use.  ``baseline="static"``: this project's static path (:mod:`.ar_static`: a static
+    KV cache and a one-token forward captured as a CUDA graph on a GPU; ``profile`` times its forwards), the AR
+    side of the captured block-diffusion decoder.  Tokens are counted up to and including the first stop id.
     ``suppress_token_ids`` (e.g. the mask token) are never generated, as in the diffusion decoder.  Every other
     generation setting is pinned (:data:`AR_GENERATION`: greedy, no repetition penalty), never the checkpoint's.
     """
@@ -121,12 +129,18 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     if not isinstance(max_new_tokens, int) or max_new_tokens <= 0:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     fit_context(prompts, max_new_tokens, model_context(model))  # refuses a prompt + budget beyond the context
-    if baseline not in ("hf", "hf_static"):
-        raise ValueError(f"unknown AR baseline {baseline!r} (expected 'hf' or 'hf_static')")
+    if baseline not in AR_BASELINES:
+        raise ValueError(f"unknown AR baseline {baseline!r} (expected one of {AR_BASELINES})")
     stop_ids = sorted({int(s) for s in (stop_token_ids or [])})
     device = model.device
     B = len(prompts)
     pad = pad_token_id if pad_token_id is not None else (stop_ids[0] if stop_ids else 0)
+    if baseline == "static":
+        why = static_unsupported(model)
+        if why is None:
+            return ar_generate_static(model, prompts, stop_ids, max_new_tokens, pad, suppress_token_ids, profile)
+        log.warning("AR baseline 'static' falls back to 'hf' (eager): %s", why)
+        baseline = "hf"
     ids, att = _left_pad(prompts, pad, device)
     n = ids.shape[1]
     clock = _RowClock(B, torch.tensor(stop_ids or [-1], device=device))

@@ -44,6 +44,7 @@ greedy ``generate`` (tests/test_decoding.py, float64).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import replace
@@ -52,8 +53,11 @@ import torch
 
 from ..config import DecodeConfig
 from .common import _check_mask_token, _check_prompts, _choose, _sync, fit_context, model_context, trim_at_stop
-from .engine import _CachedEngine, _ReferenceEngine
+from .engine import _CachedEngine, _ReferenceEngine, _StaticEngine
+from .static import static_unsupported
 from .stats import GenerationOutput, GenerationStats
+
+log = logging.getLogger(__name__)
 
 
 class _BlockDecoder:
@@ -88,18 +92,33 @@ class _BlockDecoder:
     def run(self) -> GenerationOutput:
         _sync(self.device)
         self.t_start = time.perf_counter()
-        self.engine = (_CachedEngine(self.model, self.T, self.D, self.profile) if self.engine_kind == "cached"
-                       else _ReferenceEngine(self.model, self.D, self.profile))
+        self.engine = self._engine()
         self._start_rows()
         last_logits, b0 = self._prefill()
-        while self.rows and b0 < self.T:
+        while any(self.live) and b0 < self.T:
             last_logits = self._decode_block(b0, last_logits)
             b0 += self.D
         return self._finish()
 
+    def _engine(self):
+        """The engine of this call: the reference, the eager cached engine, or the static one (``decode_path``;
+        a model the static path cannot serve falls back to eager with a log line)."""
+        if self.engine_kind == "reference":
+            return _ReferenceEngine(self.model, self.D, self.profile)
+        if self.cfg.decode_path == "static":
+            why = static_unsupported(self.model)
+            if why is None:
+                return _StaticEngine(self.model, self.T, self.D, self.B, self.profile)
+            log.warning("decode_path='static' falls back to the eager path: %s", why)
+        return _CachedEngine(self.model, self.T, self.D, self.profile)
+
     def _start_rows(self) -> None:
         device, B = self.device, self.B
-        self.rows = list(range(B))  # original indices of the active rows
+        self.rows = list(range(B))  # original indices of the rows in the batch
+        # rows still decoding: the eager engines drop finished rows from the batch; the static engine keeps them
+        # (its shapes are fixed) with live False, so they take part in no decision and in no count
+        self.live = [True] * B
+        self.live_t = torch.ones(B, dtype=torch.bool, device=device)
         self.x = self.x_all
         self.lens_t = torch.tensor(self.lens, device=device)
         self.limits_t = torch.tensor(self.limits, device=device)
@@ -109,7 +128,7 @@ class _BlockDecoder:
 
     def _count_all(self, kind: str) -> None:  # a forward every active row takes part in (prefill, commit)
         self.nfe[kind] += 1
-        self.row_part.index_add_(0, self.rows_t, torch.ones_like(self.rows_t))
+        self.row_part.index_add_(0, self.rows_t, self.live_t.long())
 
     def _prefill(self):
         """(last logits or None, first block to decode): the shortest prompt's whole blocks, forwarded at once."""
@@ -128,6 +147,7 @@ class _BlockDecoder:
         blk = self.x[:, b0:b0 + D].clone()
         pos = b0 + self.idx_D
         dec = (pos[None] >= self.lens_t[:, None]) & (pos[None] < self.limits_t[:, None])  # decodable [B, D]
+        dec &= self.live_t[:, None]
         if last_logits is not None:  # first position: the previous forward's prediction
             tok0, _ = _choose(last_logits, self.cfg, self.gen, self.mask_id)
             fill0 = dec[:, 0] & (blk[:, 0] == self.mask_id)
@@ -135,7 +155,7 @@ class _BlockDecoder:
         done_host = self._decode_sub_blocks(blk, dec, b0, last_logits)
         self.x[:, b0:b0 + D] = blk
         blk = self._drop_finished(done_host, blk)
-        if not self.rows:
+        if not any(self.live):
             return None
         last_logits = self.engine.commit(blk)
         self._count_all("commit")
@@ -168,7 +188,7 @@ class _BlockDecoder:
         cand_all = masked & dec
         if self.cfg.eos_rule == "stop":
             cand_all &= idx_D[None] < first_stop[:, None]
-        done = ~cand_all.any(dim=1) & ((first_stop < D) | (self.limits_t <= b0 + D))
+        done = ~cand_all.any(dim=1) & ((first_stop < D) | (self.limits_t <= b0 + D)) & self.live_t
         host = torch.cat([cand_all.view(-1, self.n_sub, self.S).any(dim=2).any(dim=0), done]).tolist()
         self.syncs += 1
         return cand_all, host[:self.n_sub], host[self.n_sub:]
@@ -206,8 +226,8 @@ class _BlockDecoder:
         blk[:, s0:s0 + S] = torch.where(unmask, tok, blk[:, s0:s0 + S])
 
     def _drop_finished(self, done_host: list[bool], blk):
-        """Store the finished rows' results and remove them from the batch (and the engine); the block of the
-        remaining rows."""
+        """Store the finished rows' results and remove them from the batch (and the engine), or, with an engine
+        that keeps its batch (static shapes), retire them; the block of the rows left in the batch."""
         now = time.perf_counter()
         if not any(done_host):
             return blk
@@ -216,11 +236,17 @@ class _BlockDecoder:
                 r = self.rows[j]
                 self.x_all[r] = self.x[j]
                 self.row_latency[r] = now - self.t_start
+        if self.engine.keeps_rows:  # static shapes: the finished rows stay in the batch, retired
+            self.live = [lv and not d for lv, d in zip(self.live, done_host)]
+            self.live_t = torch.tensor(self.live, device=self.device)
+            return blk
         keep_rows = [j for j, d in enumerate(done_host) if not d]
         self.rows = [self.rows[j] for j in keep_rows]
+        self.live = [True] * len(self.rows)
         if not self.rows:
             return blk
         sel = torch.tensor(keep_rows, device=self.device)
+        self.live_t = self.live_t.index_select(0, sel)
         self.rows_t = self.rows_t.index_select(0, sel)
         self.x, blk = self.x.index_select(0, sel), blk.index_select(0, sel)
         self.lens_t, self.limits_t = self.lens_t.index_select(0, sel), self.limits_t.index_select(0, sel)
@@ -234,7 +260,8 @@ class _BlockDecoder:
         _sync(self.device)
         wall = time.perf_counter() - self.t_start
         for j, r in enumerate(self.rows):
-            self.row_latency[r] = wall
+            if self.live[j]:
+                self.row_latency[r] = wall
         out_host = self.x_all.tolist()
         sequences = []
         for i in range(self.B):
@@ -247,7 +274,7 @@ class _BlockDecoder:
             generated_tokens=[len(s) for s in sequences], nfe=sum(self.nfe.values()),
             row_nfe=self.row_part.tolist(), wall_time_s=wall, row_latency_s=self.row_latency,
             steps_per_block=self.steps_per_block, nfe_breakdown=self.nfe, host_syncs=self.syncs,
-            forward_time_s=self.engine.forward_time,
+            forward_time_s=self.engine.forward_time, capture_time_s=getattr(self.engine, "capture_time", 0.0),
         )
         return GenerationOutput(sequences, stats)
 

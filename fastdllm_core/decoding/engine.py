@@ -1,7 +1,9 @@
-"""The forwards of the block-diffusion decoder: a preallocated block KV cache and two engines over it.
+"""The forwards of the block-diffusion decoder: a preallocated block KV cache and the engines over it.
 
-:class:`_CachedEngine` forwards against the cache of the committed prefix (the decoder); :class:`_ReferenceEngine`
-recomputes the whole sequence under the inference mask at every forward (the exact reference)."""
+:class:`_CachedEngine` forwards against the cache of the committed prefix (the decoder); :class:`_StaticEngine` does
+the same with fixed shapes over a static cache, captured as CUDA graphs on a GPU (:mod:`.static`, the decoder's
+``decode_path="static"``); :class:`_ReferenceEngine` recomputes the whole sequence under the inference mask at every
+forward (the exact reference)."""
 from __future__ import annotations
 
 import time
@@ -10,6 +12,7 @@ import torch
 
 from ..masks import attention_kwargs, inference_spec
 from .common import _sync, cache_kwarg
+from .static import capacity, static_forwards
 
 
 class BlockKVCache:
@@ -55,6 +58,8 @@ class BlockKVCache:
 class _CachedEngine:
     """Forwards against a :class:`BlockKVCache` of the committed prefix."""
 
+    keeps_rows = False  # finished rows are dropped from the batch (select_rows)
+
     def __init__(self, model, max_len: int, block_size: int, profile: bool):
         self.model, self.D = model, block_size
         self.cache = BlockKVCache(max_len)
@@ -98,8 +103,69 @@ class _CachedEngine:
         self.cache.select_rows(rows)
 
 
+class _StaticEngine:
+    """The cached engine's forwards with fixed shapes (:class:`~.static.StaticForwards`): every block, sub-block
+    and commit forward writes its keys/values at its positions and sees the cache below the end of the current
+    block, in a buffer of fixed capacity; on CUDA each shape is captured once and replayed.  The batch never shrinks
+    (``keeps_rows``): the decoder retires finished rows instead of dropping them."""
+
+    keeps_rows = True
+
+    def __init__(self, model, max_len: int, block_size: int, batch: int, profile: bool):
+        self.model, self.D, self.profile = model, block_size, profile
+        self.sf = static_forwards(model, batch, capacity(max_len, block_size))
+        self.length = 0
+        self.forward_time = 0.0
+        self._capture0 = self.sf.capture_time
+        self._last = torch.tensor([block_size - 1], device=model.device)  # the commit keeps the last logit
+
+    @property
+    def capture_time(self) -> float:
+        """Seconds this call spent capturing graphs (0 once every shape is captured)."""
+        return self.sf.capture_time - self._capture0
+
+    def _timed(self, fn, *args):
+        if not self.profile:
+            return fn(*args)
+        _sync(self.model.device)
+        t0 = time.perf_counter()
+        out = fn(*args)
+        _sync(self.model.device)
+        self.forward_time += time.perf_counter() - t0
+        return out
+
+    def _run(self, ids: torch.Tensor, start: int, keep: torch.Tensor) -> torch.Tensor:
+        B, q = ids.shape
+        dev = ids.device
+        pos = torch.arange(start, start + q, device=dev)[None].expand(B, q)
+        vis_end = torch.full((B,), self.length + self.D, dtype=torch.long, device=dev)
+        return self._timed(self.sf.run, ids, pos, vis_end, keep)
+
+    def prefill(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        kw = attention_kwargs(self.model, inference_spec(self.D, 0), n, n)
+        logits = self._timed(lambda: self.sf.prefill(x[:, :n], kw, 1).logits)
+        self.length = n
+        return logits[:, -1]
+
+    def block(self, blk: torch.Tensor, keep) -> torch.Tensor:
+        return self._run(blk, self.length, keep)
+
+    def sub_block(self, blk: torch.Tensor, s0: int, S: int, keep) -> torch.Tensor:
+        return self._run(blk[:, s0:s0 + S], self.length + s0, keep)
+
+    def commit(self, blk: torch.Tensor) -> torch.Tensor:
+        logits = self._run(blk, self.length, self._last)[:, -1].clone()  # outlives the next replays
+        self.length += self.D
+        return logits
+
+    def select_rows(self, rows: torch.Tensor) -> None:  # pragma: no cover - keeps_rows: never called
+        raise RuntimeError("the static engine keeps its batch; retire rows instead")
+
+
 class _ReferenceEngine:
     """No cache at all: every forward recomputes the whole sequence so far under the inference mask."""
+
+    keeps_rows = False
 
     def __init__(self, model, block_size: int, profile: bool = False):
         self.model, self.D = model, block_size

@@ -21,6 +21,7 @@ class GenerationStats:
     nfe_breakdown: dict = field(default_factory=dict)
     host_syncs: int = 0
     forward_time_s: float = 0.0  # time spent inside model forwards (synchronised; only when profile=True)
+    capture_time_s: float = 0.0  # static decode path on CUDA: time spent capturing graphs in this call
     gen_length: int | None = None  # masked-diffusion samplers: the generation length worked on (no EOS stop)
     steps: int | None = None  # masked-diffusion samplers: the configured diffusion steps
 
@@ -53,7 +54,8 @@ class GenerationStats:
                    row_latency_s=[x for s in parts for x in s.row_latency_s],
                    steps_per_block=[x for s in parts for x in s.steps_per_block], nfe_breakdown=breakdown,
                    host_syncs=sum(s.host_syncs for s in parts),
-                   forward_time_s=sum(s.forward_time_s for s in parts), gen_length=parts[0].gen_length,
+                   forward_time_s=sum(s.forward_time_s for s in parts),
+                   capture_time_s=sum(s.capture_time_s for s in parts), gen_length=parts[0].gen_length,
                    steps=parts[0].steps)
 
     def to_dict(self) -> dict:

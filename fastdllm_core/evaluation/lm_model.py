@@ -5,15 +5,14 @@ Every decoding option is a ``model_args`` key::
 
     lm_eval --model fast_dllm_v2 --model_args pretrained=PATH,mode=bd,threshold=0.9,sub_block_size=8,...
 
-Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar`` | ``llada`` | ``dream`` |
-``v1``), ``block_size``, ``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``,
-``temperature``, ``top_p``, ``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``,
-``ar_baseline`` (``hf`` | ``hf_static``), ``loglikelihood_method`` (``first_token`` | ``chain``; masked
-diffusion: ``mc`` | ``exact`` | ``auto``, see :mod:`.likelihood`), ``max_length`` (the context length to respect; default the model's
-``max_position_embeddings``), ``truncate_prompts`` (``false`` | ``left``); the masked-diffusion samplers'
-``steps``, ``remasking``, ``alg``, ``alg_temp``, ``eps``, ``cache``, ``logits_eos_inf``,
-``confidence_eos_eot_inf`` (:class:`~fastdllm_core.config.DecodeConfig`) and ``mc_num`` (Monte Carlo samples of
-the likelihood estimate).
+Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar`` | ``llada`` | ``dream`` | ``v1``),
+``block_size``, ``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``, ``temperature``,
+``top_p``, ``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``, ``ar_baseline`` (``hf`` |
+``hf_static`` | ``static``), ``decode_path`` (bd: ``eager`` | ``static``), ``loglikelihood_method``
+(``first_token`` | ``chain``; masked diffusion: ``mc`` | ``exact`` | ``auto``, see :mod:`.likelihood`),
+``max_length`` (the context length to respect; default the model's ``max_position_embeddings``),
+``truncate_prompts`` (``false`` | ``left``); the masked-diffusion samplers' ``steps``, ``remasking``, ``alg``,
+``alg_temp``, ``eps``, ``cache``, ``logits_eos_inf``, ``confidence_eos_eot_inf`` (DecodeConfig); ``mc_num``.
 
 Masked-diffusion modes (``llada`` / ``dream`` / ``v1``, for LLaDA and Dream checkpoints): ``generate_until`` runs
 the family's sampler (:func:`~fastdllm_core.decoding.mdm_generate`) at its own generation length
@@ -60,7 +59,7 @@ from dataclasses import asdict, replace
 import torch
 from tqdm import tqdm
 
-from ..config import BLOCK_SIZE, MDM_MODES, MODES, parse_bool
+from ..config import AR_BASELINES, BLOCK_SIZE, MDM_MODES, MODES, parse_bool
 from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
 from ..model import LoadedModel, load_model
 from .likelihood import EXACT_MAX_TOKENS, LL_METHODS, MDM_LL_METHODS, LikelihoodMixin
@@ -155,7 +154,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
                  top_p=1.0, seed=None, batch_size=8, device="cpu", dtype="auto", attn_implementation=None,
                  ar_baseline="hf", loglikelihood_method=None, max_length=None, truncate_prompts=False,
                  steps=None, remasking="low_confidence", alg="entropy", alg_temp=0.0, eps=1e-3, cache="none",
-                 logits_eos_inf=False, confidence_eos_eot_inf=False, mc_num=128, **unknown):
+                 logits_eos_inf=False, confidence_eos_eot_inf=False, mc_num=128, decode_path="eager", **unknown):
         super().__init__()
         if unknown:
             _refuse_unknown_keys(unknown)
@@ -165,8 +164,8 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
             loglikelihood_method = "mc" if mode in MDM_MODES else "chain"
         if loglikelihood_method not in LL_METHODS:
             raise ValueError(f"loglikelihood_method must be one of {LL_METHODS}, got {loglikelihood_method!r}")
-        if ar_baseline not in ("hf", "hf_static"):
-            raise ValueError(f"ar_baseline must be 'hf' or 'hf_static', got {ar_baseline!r}")
+        if ar_baseline not in AR_BASELINES:
+            raise ValueError(f"ar_baseline must be one of {AR_BASELINES}, got {ar_baseline!r}")
         self.batch_size = _batch_size(batch_size)
         self.mode = mode
         self.ar_baseline = ar_baseline
@@ -195,7 +194,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
             temperature=float(temperature), top_p=float(top_p), seed=_opt_int(seed), steps=_opt_int(steps),
             remasking=str(remasking), alg=str(alg), alg_temp=float(alg_temp), eps=float(eps), cache=str(cache),
             logits_eos_inf=_as_bool(logits_eos_inf), confidence_eos_eot_inf=_as_bool(confidence_eos_eot_inf),
-        ).with_mode_defaults(mode).validate(mode)
+            decode_path=str(decode_path)).with_mode_defaults(mode).validate(mode)
         if model is None:
             model = _load(pretrained, device, dtype, attn_implementation, block_size)
         self._attach(model, block_size)

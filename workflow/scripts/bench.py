@@ -57,7 +57,8 @@ with logged(snakemake):  # noqa: F821
             # whose generation length is its own
             mdm = run["mode"] in MDM_MODES
             cfg = bench.SweepConfig(
-                modes=() if mdm else (run["mode"],), ar_baselines=("hf",),
+                modes=() if mdm else (run["mode"],), ar_baselines=(bcfg.get("ar_baseline", "hf"),),
+                decode_paths=(bcfg.get("decode_path", "eager"),),
                 points=(plan_points.point_name(run["mode"], run["decode"]),) if mdm else (),
                 thresholds=(float(d.threshold if d.threshold is not None else 1.0),),
                 sub_block_sizes=(int(d.sub_block_size),), sub_block_cache=(bool(d.use_sub_block_cache),),

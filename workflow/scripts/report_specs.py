@@ -296,6 +296,14 @@ def _draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_fram
 
 
 # ------------------------------------------------------------------------------------------------- summary page
+def bench_paths(config: dict) -> str:
+    """How the throughput rows decode (bench.ar_baseline, bench.decode_path), in words."""
+    b = config["bench"]
+    ar = {"hf": "Hugging Face generate", "hf_static": "HF static cache",
+          "static": "static cache"}[b.get("ar_baseline", "hf")]
+    return f"AR: {ar}; diffusion forwards: {b.get('decode_path', 'eager')}"
+
+
 def summary_columns(config: dict) -> list[dict]:
     """The accuracy columns of the summary page: every paper column this scale fills with a task."""
     return [s for s in column_specs(config, [c for c in plan.AVG_COLUMNS if c in config["columns"]]) if "task" in s]
@@ -371,6 +379,7 @@ def summary_spec(config: dict) -> dict:
         "sweeps": summary_sweeps(config),
         "speed": {"sweep": "batch", "models": sp_models, "batches": config["figures"]["batch"]["batches"],
                   "note": f"diffusion at threshold {sd['threshold']:g}, sub-block cache "
-                          f"{'on' if sd['use_sub_block_cache'] else 'off'}; {config['bench']['num_prompts']} prompts, "
+                          f"{'on' if sd['use_sub_block_cache'] else 'off'}, {bench_paths(config)}; "
+                          f"{config['bench']['num_prompts']} prompts, "
                           f"{config['bench']['max_new_tokens']} new tokens; first seed"},
     }

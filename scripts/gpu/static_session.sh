@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Issue 40 on one GPU, in one device call (~8 minutes): the static decode path (decoding/static.py: static KV cache,
+# fixed-shape forwards captured as CUDA graphs) against the eager one, for the AR baseline and block diffusion, at
+# the Qwen2.5-1.5B and 7B shapes (random weights, bf16), side by side in one run per shape.  Each step runs under
+# its own time limit; what a step measured before its limit stays (the bench rewrites its CSV after every row).
+#
+#   bash scripts/gpu/make_wheels.sh                   # here, once: .whl/ (transformers etc.; carry it)
+#   bash scripts/gpu/static_session.sh                # there, from the repository root
+#
+# Writes to $OUT (default results/gpu/static): steps.tsv (step, exit, seconds), log_<step>.txt, env.json,
+# nvidia-smi.txt, pytest_cuda.txt, bandwidth.txt, static_<shape>.csv (+ _roofline.csv), static_real_<shape>.csv.
+# The figure is drawn afterwards from the CSVs (scripts/gpu/plot_static.py; no matplotlib needed there).
+# Knobs: BATCHES ("1 4"), FORCED_K (4), N_PROMPTS (4), PROMPT_LEN (128), MAX_NEW (128), REPEATS (2), WARMUP (1),
+# PLAN (step:seconds ...; or the steps as arguments), DEVICE (cuda:0), SHAPE_SMALL / SHAPE_LARGE (the two
+# shapes; a dry run on a CPU: DEVICE=cpu SHAPE_SMALL=tiny SHAPE_LARGE=tiny bash ... graphs15 real15 roofline).
+set -uo pipefail
+
+export OUT=${OUT:-results/gpu/static}
+export DEVICE=${DEVICE:-cuda:0} BATCHES=${BATCHES:-"1 4"} FORCED_K=${FORCED_K:-4} N_PROMPTS=${N_PROMPTS:-4}
+export PROMPT_LEN=${PROMPT_LEN:-128} MAX_NEW=${MAX_NEW:-128} REPEATS=${REPEATS:-2} WARMUP=${WARMUP:-1}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export FASTDLLM=${FASTDLLM:-"python -m fastdllm_core.cli"}
+export SHAPE_SMALL=${SHAPE_SMALL:-qwen2.5-1.5b} SHAPE_LARGE=${SHAPE_LARGE:-qwen2.5-7b}   # tiny: a CPU dry run
+mkdir -p "$OUT"
+
+step_setup() {  # the carried wheels, only what is missing (never torch)
+  python -c "import transformers, pynvml" 2>/dev/null && { echo "already installed"; return 0; }
+  python -m pip install --no-index --find-links .whl "$(grep -i '^transformers==' constraints.txt)" nvidia-ml-py
+}
+
+step_env() {
+  nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+  python - <<'EOF' > "$OUT/env.json"
+import json
+from fastdllm_core.provenance import run_metadata
+from fastdllm_core.bench.telemetry import NvmlSampler
+s = NvmlSampler("cuda:0")
+print(json.dumps({"meta": run_metadata(device="cuda:0"), "nvml": s.device_info, "nvml_reason": s.reason},
+                 indent=2, default=str))
+EOF
+  cat "$OUT/env.json"
+}
+
+step_tests() {  # the CUDA tests (the static path captured: same tokens as eager, captured once; OOM named)
+  python -m pytest -q -m cuda -rs tests/test_cuda.py 2>&1 | tee "$OUT/pytest_cuda.txt"
+}
+
+step_bw() {
+  python - <<EOF | tee "$OUT/bandwidth.txt"
+import torch
+from fastdllm_core.bench.roofline import measure_bandwidth, spec_bandwidth
+name = torch.cuda.get_device_name(torch.device("$DEVICE"))
+print(f"device={name} measured_d2d_copy_gbs={measure_bandwidth('$DEVICE', nbytes=1 << 30, iters=20):.1f} "
+      f"vendor_spec_gbs={spec_bandwidth(name)}")
+EOF
+}
+
+# AR eager (HF generate) and AR static (captured) against block diffusion eager and static, forced acceptance of
+# FORCED_K tokens per step (so the speed does not depend on the random weights), EOS off: every row to MAX_NEW
+bench_shape() {
+  local shape=$1
+  # shellcheck disable=SC2086
+  $FASTDLLM bench --model "random:$shape" --out "$OUT/static_$shape.csv" --device "$DEVICE" --dtype bfloat16 \
+    --attn sdpa --synthetic-prompts "$N_PROMPTS" --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" \
+    --ignore-eos --modes ar bd --ar-baselines hf static --decode-paths eager static --batch-sizes $BATCHES \
+    --forced-k $FORCED_K --thresholds 0.9 --sub-block-sizes 8 --sub-block-cache off --grid cross \
+    --warmup "$WARMUP" --repeats "$REPEATS" --no-profile --quiet
+}
+step_graphs15() { bench_shape "$SHAPE_SMALL"; }
+step_graphs7() { bench_shape "$SHAPE_LARGE"; }
+
+# real acceptance on random weights (about one token per forward): do the captured forwards give the eager
+# path's tokens?  fp32 (where they should agree exactly) and bf16 (rounding of another kernel), batch 4
+step_real15() {
+  local dt
+  for dt in float32 bfloat16; do
+    $FASTDLLM bench --model "random:$SHAPE_SMALL" --out "$OUT/static_real_${SHAPE_SMALL}_$dt.csv" --device "$DEVICE" \
+      --dtype "$dt" --attn sdpa --synthetic-prompts 4 --prompt-len "$PROMPT_LEN" --max-new-tokens 64 \
+      --modes ar bd --ar-baselines hf static --decode-paths eager static --batch-sizes 4 --thresholds 0.9 \
+      --sub-block-sizes 8 --sub-block-cache off on --grid cross --warmup 1 --repeats 1 --no-profile --quiet
+  done
+}
+
+step_roofline() {
+  local f
+  for f in "$OUT"/static_*.csv; do
+    case $f in *_roofline.csv|*static_real_*) continue ;; esac
+    $FASTDLLM roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
+  done
+}
+
+PLAN=${PLAN:-"setup:40 env:15 tests:70 bw:10 graphs15:140 graphs7:150 real15:50 roofline:25"}
+if [ $# -gt 0 ]; then PLAN="$*"; fi
+printf 'step\texit\tseconds\n' > "$OUT/steps.tsv"
+for item in $PLAN; do
+  step=${item%%:*} limit=${item##*:}
+  [ "$limit" = "$step" ] && limit=600
+  start=$(date +%s)
+  echo "=== $step (limit ${limit}s, $(date -u +%T))"
+  timeout --kill-after=5 "$limit" bash -c "$(declare -f "step_$step" bench_shape); step_$step" \
+    > "$OUT/log_$step.txt" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\n' "$step" "$rc" "$(( $(date +%s) - start ))" | tee -a "$OUT/steps.tsv"
+  tail -n 8 "$OUT/log_$step.txt"
+done
