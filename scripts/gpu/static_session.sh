@@ -89,7 +89,7 @@ step_roofline() {
   done
 }
 
-PLAN=${PLAN:-"setup:40 env:15 tests:70 bw:10 graphs15:140 graphs7:150 real15:50 roofline:25"}
+PLAN=${PLAN:-"setup:40 env:15 tests:60 bw:10 graphs15:140 graphs7:150 real15:70 roofline:25"}
 if [ $# -gt 0 ]; then PLAN="$*"; fi
 printf 'step\texit\tseconds\n' > "$OUT/steps.tsv"
 for item in $PLAN; do
