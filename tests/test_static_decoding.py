@@ -6,17 +6,11 @@ import pytest
 import torch
 
 from conftest import make_tiny
-from test_decoding import CONFIGS  # the decoder tests' configurations, here with and without the sub-block cache
+# the decoder tests' configurations (here with and without the sub-block cache), prompts and token ids
+from test_decoding import CONFIGS, EOS, MASK, prompts
 from fastdllm_core.bench import ForcedAcceptance, forced_acceptance_forwards
 from fastdllm_core.decoding import DecodeConfig, ar_generate, bd_generate
 from fastdllm_core.decoding.static import StaticForwards, capacity, static_forwards, static_unsupported
-
-MASK, EOS = 3, 2
-
-
-def prompts(lengths, seed=0, vocab=64):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(4, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
 @pytest.fixture(scope="module")

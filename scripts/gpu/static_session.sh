@@ -21,6 +21,8 @@ export PROMPT_LEN=${PROMPT_LEN:-128} MAX_NEW=${MAX_NEW:-128} REPEATS=${REPEATS:-
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export FASTDLLM=${FASTDLLM:-"python -m fastdllm_core.cli"}
 export SHAPE_SMALL=${SHAPE_SMALL:-qwen2.5-1.5b} SHAPE_LARGE=${SHAPE_LARGE:-qwen2.5-7b}   # tiny: a CPU dry run
+HERE=$(cd "$(dirname "$0")" && pwd)
+export HERE
 mkdir -p "$OUT"
 
 step_setup() {  # the carried wheels, only what is missing (never torch)
@@ -28,32 +30,11 @@ step_setup() {  # the carried wheels, only what is missing (never torch)
   python -m pip install --no-index --find-links .whl "$(grep -i '^transformers==' constraints.txt)" nvidia-ml-py
 }
 
-step_env() {
-  nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-  python - <<'EOF' > "$OUT/env.json"
-import json
-from fastdllm_core.provenance import run_metadata
-from fastdllm_core.bench.telemetry import NvmlSampler
-s = NvmlSampler("cuda:0")
-print(json.dumps({"meta": run_metadata(device="cuda:0"), "nvml": s.device_info, "nvml_reason": s.reason},
-                 indent=2, default=str))
-EOF
-  cat "$OUT/env.json"
-}
-
-step_tests() {  # the CUDA tests (the static path captured: same tokens as eager, captured once; OOM named)
-  python -m pytest -q -m cuda -rs tests/test_cuda.py 2>&1 | tee "$OUT/pytest_cuda.txt"
-}
-
-step_bw() {
-  python - <<EOF | tee "$OUT/bandwidth.txt"
-import torch
-from fastdllm_core.bench.roofline import measure_bandwidth, spec_bandwidth
-name = torch.cuda.get_device_name(torch.device("$DEVICE"))
-print(f"device={name} measured_d2d_copy_gbs={measure_bandwidth('$DEVICE', nbytes=1 << 30, iters=20):.1f} "
-      f"vendor_spec_gbs={spec_bandwidth(name)}")
-EOF
-}
+# env (nvidia-smi.txt, env.json), the CUDA tests (pytest_cuda.txt; the static path captured: same tokens as eager,
+# captured once, OOM named) and the copy bandwidth (bandwidth.txt): run_gpu_session.sh's own steps, into $OUT
+step_env() { bash "$HERE/run_gpu_session.sh" env; }
+step_tests() { CUDA_TEST_FILES=tests/test_cuda.py TESTS_ALL=0 bash "$HERE/run_gpu_session.sh" tests; }
+step_bw() { bash "$HERE/run_gpu_session.sh" bw; }
 
 # AR eager (HF generate) and AR static (captured) against block diffusion eager and static, forced acceptance of
 # FORCED_K tokens per step (so the speed does not depend on the random weights), EOS off: every row to MAX_NEW
