@@ -182,3 +182,45 @@ def test_paper_dry_run_without_training_data_plans_every_table_and_no_training(t
                  "fig1a_throughput_vs_accuracy", "fig1b_throughput_batch", "fig_threshold_gsm8k",
                  "fig_gpu_batch_throughput", "fig_subblock_accuracy", "fig_subblock_throughput"):
         assert stats.get(rule) == "1", rule
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_malformed_rows_are_skipped_counted_and_named(standin, tmp_path):
+    src, tok = standin
+    root = _copy(src, tmp_path / "src")
+    f = sorted((root / "SFT" / "math").glob("*.jsonl"))[0]
+    n = len(f.read_text().splitlines())
+    with open(f, "a") as fh:
+        fh.write('{"input": [{"role": "user"\n')  # cut short
+        fh.write(json.dumps(dict(ROW_OFF, input=[{"role": "user"}])) + "\n")  # no content
+        fh.write(json.dumps(dict(ROW_OFF, output=None)) + "\n")
+    m = ad.build({"local_dir": str(root), "token_budget": 300, "subsets": ["math"]}, tok, tmp_path / "a.jsonl",
+                 progress=False)
+    st = m["subsets"]["math"]
+    assert st["malformed_rows"] == m["malformed_rows"] == 3 and m["rows"] > 0
+    assert st["malformed_examples"][0].startswith(f"{f}:{n + 1}: not JSON")
+    assert f"{f}:{n + 2}:" in st["malformed_examples"][1] and f"{f}:{n + 3}:" in st["malformed_examples"][2]
+
+
+def test_a_subset_that_runs_out_leaves_its_share_to_the_others(standin, tmp_path):
+    src, tok = standin
+    root = _copy(src, tmp_path / "src")
+    chat = sorted((root / "SFT" / "chat").glob("*.jsonl"))[0]
+    chat.write_text("".join(line + "\n" for line in chat.read_text().splitlines()[:2]))  # 2 rows
+    cfg = {"local_dir": str(root), "token_budget": 400, "subsets": ["math", "chat"], "seed": 1}
+    m = ad.build(cfg, tok, tmp_path / "a.jsonl", progress=False)
+    ch, ma = m["subsets"]["chat"], m["subsets"]["math"]
+    assert ch["exhausted"] and ch["tokens"] < 200 and ch["rows"] == ch["eligible_rows"]
+    assert ma["redistributed_tokens"] == int(200 - ch["tokens"]) and not ma["exhausted"]
+    assert m["tokens"] >= 400 and m["shortfall_tokens"] == 0
+    spent = ad.build(dict(cfg, token_budget=10 ** 6), tok, tmp_path / "b.jsonl", progress=False)
+    assert all(s["exhausted"] and s["rows"] == s["eligible_rows"] for s in spent["subsets"].values())
+    assert spent["shortfall_tokens"] == 10 ** 6 - spent["tokens"] > 0
+    parallel = ad.build(cfg, tok, tmp_path / "c.jsonl", progress=False, processes=2)  # spawned processes
+    assert parallel["sha256"] == m["sha256"] and parallel["subsets"] == m["subsets"]

@@ -103,10 +103,22 @@ def test_paper_shards_fit_the_budget():
     budget = cfg["eval"]["shards"]["job_minutes"]
     shards = eval_cost.shard_jobs(cfg)
     assert any(sj["task"] == "minerva_math" for sj in shards.values())  # LLaDA-1.5 on MATH: 5,000 x 1,024 steps
-    for sj in shards.values():  # every task is split, EvalPlus' and GPQA's too
+    for sj in shards.values():  # every task is split, EvalPlus' too
         assert eval_cost.point_cost(cfg, sj["task"], sj["point"])[1] / sj["n"] <= budget
     split = {sj["task"] for sj in shards.values() if sj["n"] > 1}
-    assert {"humaneval", "mbpp", "gpqa"} <= split
+    assert {"humaneval", "mbpp"} <= split and "gpqa" not in split  # GPQA scored exactly: 3 forwards an option
+
+
+def test_multiple_choice_cost_follows_the_method_that_runs():
+    cfg = _config("paper.yaml")
+    assert cfg["eval"]["mdm_loglikelihood"] == "auto" and cfg["eval"]["mc_num"] == 128
+    assert eval_cost.option_forwards(cfg, "mmlu", "llada") == 1  # "A": one mask pattern
+    assert eval_cost.option_forwards(cfg, "gpqa", "dream") == 3  # "(A", ")": three
+    assert eval_cost.option_forwards(cfg, "gpqa", "bd") == 1
+    mc = dict(cfg, eval=dict(cfg["eval"], mdm_loglikelihood="mc"))
+    assert eval_cost.option_forwards(mc, "mmlu", "llada") == 128
+    few = dict(cfg, eval=dict(cfg["eval"], mc_num=2))  # auto: exact only where no dearer than the estimate
+    assert eval_cost.option_forwards(few, "mmlu", "llada") == 1 and eval_cost.option_forwards(few, "gpqa", "llada") == 2
 
 
 def test_rehearsal_splits_a_point_in_two_shards():

@@ -150,12 +150,14 @@ def _placeholders(resolved: dict, cfg: dict, stored: dict) -> dict:
 
 
 def _capture_start(model_and_data, cap: dict):
-    def wrapped(cfg, device, rows):
+    def wrapped(cfg, *args):
         cap["config"] = cfg.to_dict()
-        model, tok, mask_id, ds = model_and_data(cfg, device, rows)
+        model, tok, mask_id, ds = model_and_data(cfg, *args)
         weights = nc.named_weights(model)
+        every = list(range(len(ds)))  # the run's token store, read whole: the sequences build_dataset made
         start = {"tokenizer": nc.tokenizer_fingerprint(tok), "mask_id": mask_id,
-                 "dataset": {"sequences": len(ds), "ids_labels_sha256": nc.sha256_tensors(ds.input_ids, ds.labels)},
+                 "dataset": {"sequences": len(ds),
+                             "ids_labels_sha256": nc.sha256_tensors(ds.input_ids[every], ds.labels[every])},
                  "init_mask_row_abs_max": float(model.get_input_embeddings().weight[mask_id].detach().abs().max()),
                  "init_weights": nc.weights_summary(weights)}
         if cfg.model.init == "tiny":  # a seeded random init: exact

@@ -1,8 +1,12 @@
 """Snakemake profiles: the paper config's one-GPU command limits the model jobs to one GPU at a time (issue 24)."""
 import re
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "lib"))
+import plan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "snakemake --profile profiles/local-gpu --configfile config/paper.yaml"
@@ -30,6 +34,12 @@ def test_documented_one_gpu_command_uses_the_profile(doc):
     assert not re.search(r"snakemake --cores all --configfile config/paper\.yaml", text)
 
 
+def _paper_config():
+    from fastdllm_core.cli.plan_training import load_config
+
+    return load_config([str(ROOT / "config" / "paper.yaml")])
+
+
 def _profile(name):
     import yaml
 
@@ -44,8 +54,9 @@ def test_slurm_profile_keeps_the_gpu_requests_and_names_no_placeholder():
     assert prof["executor"] == "slurm"
     assert set(prof["set-resources"]) == MODEL_RULES
     train = prof["set-resources"]["train_model"]
-    # GPUs per node as gres (gpu: N would be a job-wide --gpus), one node unless the user asks for more
-    assert (train["gres"], train["gpu"], train["nodes"], train["cpus_per_task"]) == ("gpu:a100:8", 0, 1, 32)
+    # GPUs per node as gres (gpu: N would be a job-wide --gpus); nodes and runtime from the config's training plan
+    assert (train["gres"], train["gpu"], train["cpus_per_task"]) == ("gpu:a100:8", 0, 32)
+    assert "nodes" not in train and "runtime" not in train  # set-resources would override the rule's plan
     assert all(prof["set-resources"][r]["gpu"] == 1 for r in MODEL_RULES - {"train_model"})
     # a placeholder partition/account is refused by the controller (and the account by the plugin before sbatch):
     # unset, the cluster's default partition and the user's default account are used
@@ -109,14 +120,16 @@ def test_slurm_profile_sbatch_flags():
     """The flags snakemake-executor-plugin-slurm builds from profiles/slurm (units: mem_mb MB, runtime minutes);
     scripts/dev/slurm_rehearsal.sh checks the same calls against a real slurmctld with sbatch --test-only."""
     prof = _profile("slurm")
-    train = _sbatch({**prof["default-resources"], **prof["set-resources"]["train_model"]})
-    for flag in ("-t 1440", "--mem 480000", "--cpus-per-task=32", "--gres=gpu:a100:8", "--nodes=1"):
+    paper = _paper_config()  # train_model's nodes and runtime: the rule's, from training_plan
+    rule = {"nodes": plan.train_nodes(paper), "runtime": plan.train_runtime(paper, attempt=2)}
+    assert rule == {"nodes": 8, "runtime": 1440} and plan.train_retries(paper) >= 1
+    train = _sbatch({**prof["default-resources"], **rule, **prof["set-resources"]["train_model"]})
+    for flag in ("-t 1440", "--mem 480000", "--cpus-per-task=32", "--gres=gpu:a100:8", "--nodes=8"):
         assert flag in train
     assert "--gpus" not in train  # per node, not job-wide
     # one batch task: train_gpus starts one process per GPU (one torchrun per node through srun)
     assert "--ntasks" not in train
-    eight = _sbatch({**prof["default-resources"], **prof["set-resources"]["train_model"], "nodes": 8})
-    assert "--nodes=8" in eight and "--gres=gpu:a100:8" in eight  # the paper's 8 x 8 A100
+    assert "--gres=gpu:a100:8" in train  # the paper's 8 x 8 A100
     bench = _sbatch({**prof["default-resources"], **prof["set-resources"]["bench"]}, threads=128)
     assert "--cpus-per-task=8" in bench and "--gpus=a100:1" in bench
     cpu = _sbatch(prof["default-resources"])

@@ -48,7 +48,9 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path, data_file):
     train(c, killed, stop_after=3, progress=False)  # "killed" after step 3 (checkpoint written at step 3)
     assert not (killed / "final").exists()
     assert (killed / "checkpoints" / "step-3" / "state.json").is_file()
+    built = (killed / "data" / "meta.json").stat().st_mtime_ns
     train(c, killed, progress=False)  # restart: resumes from step 3
+    assert (killed / "data" / "meta.json").stat().st_mtime_ns == built  # the token store is not rebuilt
     a, b = weights(full), weights(killed)
     assert a.keys() == b.keys()
     for k in a:
@@ -227,3 +229,22 @@ def test_dream_recipe_trains_and_saves_in_dreams_release_format(tmp_path, data_f
                     ("v1", DecodeConfig(max_new_tokens=16, block_size=8, threshold=0.9, cache="dual"))):
         out = mdm_generate(lm, prompt, mode, d)
         assert out.stats.nfe > 0 and len(out.sequences) == 1
+
+
+def test_final_checkpoint_in_the_training_dtype(tmp_path, data_file):
+    """train.dtype bf16 (the paper scale's): the consolidated checkpoint is bf16 and loads with transformers; on
+    the CPU the training itself is fp32, so it is the fp32 run's weights rounded to bf16."""
+    from transformers import AutoModelForCausalLM
+
+    c32, c16 = cfg(data_file, max_steps=2), cfg(data_file, max_steps=2)
+    c32["train"]["dtype"], c16["train"]["dtype"] = "fp32", "bf16"
+    train(c32, tmp_path / "fp32", progress=False)
+    train(c16, tmp_path / "bf16", progress=False)
+    w32, w16 = weights(tmp_path / "fp32"), weights(tmp_path / "bf16")
+    assert {t.dtype for t in w32.values()} == {torch.float32} and {t.dtype for t in w16.values()} == {torch.bfloat16}
+    assert all(torch.equal(w16[k], w32[k].to(torch.bfloat16)) for k in w32)
+    m = AutoModelForCausalLM.from_pretrained(tmp_path / "bf16" / "final", torch_dtype="auto")
+    assert m.dtype == torch.bfloat16 and json.loads((tmp_path / "bf16" / "final" / "config.json").read_text())[
+        "bd_size"] == 16
+    with pytest.raises(ValueError, match="train.dtype must be one of .*'bf61'"):
+        TrainConfig.from_dict(dict(c16, train=dict(c16["train"], dtype="bf61")))

@@ -207,13 +207,19 @@ def test_gpus_on_node():
 
 
 def test_choose_engine():
+    from fastdllm_core.training.memory import PUBLISHED_CONFIGS, Arch
+
+    cfg = TrainConfig.from_dict({"data": {"train_files": ["x"], "seq_len": 2048}, "optim": {"micro_batch_size": 1},
+                                 "train": {"device": "cuda", "dtype": "bf16", "gradient_checkpointing": True}},
+                                check_files=False)
+    q15, q7 = (Arch.from_config(PUBLISHED_CONFIGS[f"Qwen/Qwen2.5-{s}-Instruct"]) for s in ("1.5B", "7B"))
     gib = 2 ** 30
-    assert choose_engine(1_500_000_000, 80 * gib, 8) == "ddp"  # 1.5B: 24 GB x 1.2 = 28.8 GB fit an 80 GiB GPU
-    assert choose_engine(7_600_000_000, 80 * gib, 8) == "fsdp"  # 7B: 122 GB + headroom on no single A100
-    assert choose_engine(1_000_000, 80 * gib, 8) == "ddp"
-    assert choose_engine(7_600_000_000, 80 * gib, 1) == "ddp"  # nothing to shard over
+    assert choose_engine(cfg, q15, 80 * gib, 8) == "ddp"  # 1.5B, micro batch 1: ~40 GB x 1.2 fit 80 GiB
+    assert choose_engine(cfg, q7, 80 * gib, 8) == "fsdp"  # 7B: 22 B/param alone is 168 GB
+    assert choose_engine(cfg, q15, 40 * gib, 8) == "fsdp"  # the same 1.5B on 40 GB GPUs
+    assert choose_engine(cfg, q7, 80 * gib, 1) == "ddp"  # nothing to shard over
     with pytest.raises(ValueError, match="device_bytes must be a positive integer"):
-        choose_engine(10, 0, 2)
+        choose_engine(cfg, q15, 0, 2)
 
 
 def test_bad_engine_is_named(data_file):  # noqa: F811

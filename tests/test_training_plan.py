@@ -4,6 +4,7 @@ extrapolated from the paper's wall clock, and the CLI on config/paper.yaml."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -60,14 +61,28 @@ def test_model_config_reads_a_local_directory_else_the_table(tmp_path):
         Arch.from_config({k: v for k, v in Q7.items() if k != "intermediate_size"})
 
 
-def test_choose_engine_rule():
-    n = 10**9
-    assert choose_engine(n, int(16 * n * HEADROOM), 1) == "ddp"  # exactly fits
-    assert choose_engine(n, int(16 * n * HEADROOM) - 1, 8) == "fsdp"
-    assert choose_engine(n_params(Q15), H80, 64) == "ddp"
-    assert choose_engine(n_params(Q7), H80, 64) == "fsdp"
+def test_choose_engine_rule_is_the_plans_fit():
+    cfg, arch = paper_cfg(), Arch.from_config(Q15)
+    need = math.ceil(memory(cfg, arch, "ddp", 8).total * HEADROOM)
+    assert choose_engine(cfg, arch, need, 8) == "ddp"  # exactly fits
+    assert choose_engine(cfg, arch, need - 1, 8) == "fsdp"
+    assert choose_engine(cfg, arch, 10**6, 1) == "ddp"  # nothing to shard over
+    assert choose_engine(cfg, Arch.from_config(Q7), H80, 64) == "fsdp"
+    for gb in (40, 80, 141):  # engine: auto never picks what the same plan says does not fit
+        for q in (Q15, Q7):
+            p = plan_training(cfg, q, 64, gb * 10**9, 8)
+            assert p.engine == "fsdp" or p.fits, (gb, p.reason)
     with pytest.raises(ValueError, match="world_size must be a positive integer, got 0"):
-        choose_engine(n, H80, 0)
+        choose_engine(cfg, arch, H80, 0)
+
+
+def test_ddp_buckets_and_fp32_logits_are_counted():
+    cfg, arch = paper_cfg(), Arch.from_config(Q15)
+    n = arch.n_params()
+    assert memory(cfg, arch, "ddp", 8).buckets == 4 * n and memory(cfg, arch, "ddp", 1).buckets == 0
+    assert memory(cfg, arch, "fsdp", 8).buckets == 0
+    rows, L = 4 * 2, 2048  # micro batch 4, doubled by the complementary masks
+    assert activation_bytes(cfg, arch)[1] == rows * L * Q15["vocab_size"] * 14  # bf16: 12 + 2 bytes a logit
 
 
 def test_memory_terms():
@@ -82,7 +97,7 @@ def test_memory_terms():
     cm, pad, ntp = (activation_bytes(paper_cfg(r), arch) for r in ("bd_pad_cm", "bd_pad", "ntp"))
     assert cm == (2 * pad[0], 2 * pad[1]) and pad[0] == 2 * ntp[0] and pad[1] == ntp[1]
     L, micro = 2048, 4
-    assert ntp[1] == micro * L * Q7["vocab_size"] * (2 + 4)
+    assert ntp[1] == micro * L * Q7["vocab_size"] * (12 + 2)
     assert ntp[0] == micro * L * (28 * 3584 + 8 * 3584 + 2 * 512 + 4 * 18944) * 2
     no_ckpt = TrainConfig.from_dict(dict(paper_cfg("ntp").to_dict(), train=dict(
         paper_cfg("ntp").to_dict()["train"], gradient_checkpointing=False)), check_files=False)
@@ -101,7 +116,7 @@ def test_ddp_refuses_the_7b_on_80gb_and_fsdp_over_64_fits():
     auto = plan_training(cfg, Q7, 64, H80, 8)
     assert auto.engine == "fsdp" and auto.fits and auto.reason == ""
     assert auto.fsdp.total * HEADROOM <= H80 < auto.ddp.total
-    small = plan_training(paper_cfg(), Q15, 64, H80, 8)
+    small = plan_training(paper_cfg(micro_batch_size=1), Q15, 64, H80, 8)
     assert small.engine == "ddp" and small.fits
 
 
@@ -143,11 +158,14 @@ def test_cli_on_the_paper_config(capsys):
     assert set(rows) == {"model", "nemo_ft_1.5b", "bd_naive_1.5b", "bd_pad_1.5b", "bd_pad_cm_1.5b", "nemo_ft_7b"}
     assert "| 7.62B | 1.31B | 2500 x 256 | 4 x 64 x 1 |" in rows["nemo_ft_7b"] and "| fsdp | yes | 12.0 | 768 |" in rows[
         "nemo_ft_7b"]
-    assert "| ddp | yes | 8.0 | 512 |" in rows["bd_pad_cm_1.5b"]
+    # the 1.5B recipe: DDP needs 74.8 GB a GPU (the fp32 logits of 8 x 2048 rows of 152k, DDP's buckets): FSDP
+    assert "| 74.8 | 43.1 | fsdp | yes | 8.0 | 512 |" in rows["bd_pad_cm_1.5b"]
     rc = cli.main(["--configfile", str(ROOT / "config" / "paper.yaml"), "--include-released", "--gpus", "8",
                    "--nodes", "1"])
-    out = capsys.readouterr().out
-    assert rc == 0 and "| fastdllm_v2_7b |" in out and "| 4 x 8 x 8 |" in out and "| 96.0 | 768 |" in out
+    out, err = capsys.readouterr()
+    assert "| fastdllm_v2_7b |" in out and "| 4 x 8 x 8 |" in out and "| 96.0 | 768 |" in out
+    # the 7B recipe at micro batch 4 on one node: its fp32 logits alone are 34.9 GB a GPU
+    assert rc == 1 and "models.fastdllm_v2_7b does not fit: FSDP on 8 GPU(s) of 80 GB" in err and "81.6 GB" in err
 
 
 def test_cli_refuses_naming_the_model_and_the_numbers(capsys):
@@ -155,7 +173,7 @@ def test_cli_refuses_naming_the_model_and_the_numbers(capsys):
     assert cli.main(["--configfile", paper, "--engine", "ddp"]) == 1
     err = capsys.readouterr().err
     assert "models.nemo_ft_7b does not fit: DDP on 64 GPU(s) of 80 GB: 7.62B parameters need" in err
-    assert "nemo_ft_1.5b" not in err  # the 1.5B models fit under DDP
+    assert "models.nemo_ft_1.5b" not in err  # the first model is the 7B's (the 1.5B NTP run fits under DDP)
     assert cli.main(["--configfile", paper, "--gpus", "48"]) == 2
     assert "models.nemo_ft_1.5b: global batch 256 is not a multiple of micro batch 4 x 48 GPUs" in capsys.readouterr().err
     assert cli.main(["--configfile", "nope.yaml"]) == 2
@@ -176,13 +194,12 @@ def test_cli_hardware_from_flags_or_config(tmp_path, capsys):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     assert cli.main(["--configfile", str(tmp_path / "c.yaml"), "--nodes", "0"]) == 2  # a flag: checked here
     assert "--nodes / training_plan.nodes must be a positive integer, got 0" in capsys.readouterr().err
-    # 40 GB: the loop's rule (16 B/param x 1.2) picks DDP for the 1.5B, whose activations and logits then do not
-    # fit; the refusal says that FSDP would
+    # 40 GB: auto picks FSDP for the 1.5B recipe (DDP's 74.8 GB do not fit) and says that even FSDP does not
+    # (the fp32 logits of micro batch 4 under complementary masks are 34.9 GB); 141 GB fit with DDP
     assert cli.main(["--configfile", str(tmp_path / "c.yaml"), "--nodes", "8", "--gpu-mem-gb", "40"]) == 1
     err = capsys.readouterr().err
-    assert ("models.bd_pad_cm_1.5b does not fit: DDP on 64 GPU(s) of 40 GB: 1.54B parameters need 48.7 GB per GPU "
-            "(x1.2 headroom = 58.5 GB > 40 GB); FSDP would need 27.8 GB: set train.engine: fsdp") in err
-    assert "nemo_ft_7b" not in err
-    assert cli.main(["--configfile", str(tmp_path / "c.yaml"), "--nodes", "8", "--gpu-mem-gb", "40",
-                     "--engine", "fsdp"]) == 0
-    assert "64 GPUs of 40 GB on 8 node(s)" in capsys.readouterr().out
+    assert ("models.bd_pad_cm_1.5b does not fit: FSDP on 64 GPU(s) of 40 GB: 1.54B parameters need 43.1 GB per GPU "
+            "(x1.2 headroom = 51.7 GB > 40 GB)") in err
+    assert cli.main(["--configfile", str(tmp_path / "c.yaml"), "--nodes", "8", "--gpu-mem-gb", "141"]) == 0
+    out = capsys.readouterr().out
+    assert "| 74.8 | 43.1 | ddp | yes |" in out and "64 GPUs of 141 GB on 8 node(s)" in out

@@ -11,7 +11,8 @@ import yaml
 
 from ..training import loop
 from ..training.config import TrainConfig, UnknownKey, paper_budget_warning, set_key
-from ..training.data import read_train_files
+from ..training.data import check_train_files
+from ..training.stopping import EXIT_INTERRUPTED, TrainingInterrupted
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = TrainConfig.from_dict(cfg)  # unknown keys and bad values fail here
         # and bad data (file, line, field) in one line, before anything is printed or built
-        rows = read_train_files(config.data.train_files)
+        check_train_files(config.data.train_files)
     except (UnknownKey, ValueError, FileNotFoundError) as exc:
         print(f"fastdllm train: error: {exc}", file=sys.stderr)
         return 2
@@ -44,8 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     if not out:
         p.error("give --output-dir or train.output_dir in the config")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    final = loop.train(config, out, max_steps=args.max_steps, progress=not args.no_progress, rows=rows,
-                       stop_after=args.stop_after)
+    try:
+        final = loop.train(config, out, max_steps=args.max_steps, progress=not args.no_progress,
+                           data_checked=True, stop_after=args.stop_after)
+    except TrainingInterrupted as exc:  # a signal or the job's deadline: resumable
+        print(f"fastdllm train: {exc}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     print(final)
     return 0
 

@@ -44,3 +44,22 @@ def local_test_file(data_path, env_var: str, fname: str, missing: str, not_found
     if not p.is_file():
         raise TaskUnavailable(not_found.replace("{p}", str(p)))
     return p
+
+
+def encode_pair(tok_encode, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """(context ids, continuation ids) of a likelihood request.
+
+    lm-eval's convention moves the context's trailing whitespace into the continuation (`` A`` is one token in
+    GPT-2's BPE).  A trailing line break stays in the context: under a chat template the context ends with the
+    assistant turn's ``\n`` (Qwen: ``<|im_start|>assistant\n``) and lm-eval's continuation is the bare option, so
+    moved, the break would make MMLU's one-token letter two tokens (``\n``, ``A``) and GPQA's ``(A)`` three, and
+    a masked-diffusion likelihood would score the break jointly with the answer.  The continuation is the whole's
+    tokens after the context's when those are a prefix of it, else encoded on its own (a merge across the
+    boundary)."""
+    tail = context[len(context.rstrip()):]
+    if tail and "\n" not in tail:
+        context, continuation = context[: -len(tail)], tail + continuation
+    ctx = tok_encode(context)
+    whole = tok_encode(context + continuation)
+    cont = whole[len(ctx):] if whole[: len(ctx)] == ctx else []
+    return ctx, cont or tok_encode(continuation)

@@ -62,6 +62,7 @@ from tqdm import tqdm
 from ..config import AR_BASELINES, BLOCK_SIZE, MDM_MODES, MODES, parse_bool
 from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
 from ..model import LoadedModel, load_model
+from .common import encode_pair
 from .likelihood import EXACT_MAX_TOKENS, LL_METHODS, MDM_LL_METHODS, LikelihoodMixin
 
 log = logging.getLogger(__name__)
@@ -145,8 +146,9 @@ def _request_name(i: int, req) -> str:
 
 @register_model(MODEL_NAME)
 class FastDLLMv2(LikelihoodMixin, TemplateLM):
-    """lm-eval's ``TemplateLM`` does the tokenising of (context, continuation) pairs (trailing spaces moved onto
-    the continuation); this class adds the decoders, the context checks and the block-diffusion scores."""
+    """lm-eval's ``TemplateLM`` with its (context, continuation) split (:func:`~.common.encode_pair`: trailing
+    spaces onto the continuation, a line break kept); this class adds the decoders, the context checks and the
+    block-diffusion scores."""
 
     def __init__(self, pretrained=None, model: LoadedModel | None = None, mode: str = "bd", block_size=None,
                  sub_block_size=8, threshold=0.9, use_sub_block_cache=False, eos_rule="fill_block",
@@ -348,12 +350,9 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
 
     # ------------------------------------------------------------------------------------------ likelihood
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """lm-eval's split of the pair; where tokenisation merged across the boundary (the context's tokens are
-        not a prefix of the whole's), the continuation is encoded on its own."""
-        ctx, cont = super()._encode_pair(context, continuation)
-        whole = self.tok_encode(context + continuation)
-        if whole[: len(ctx)] != ctx or not cont:
-            cont = self.tok_encode(context[len(context.rstrip()):] + continuation)
+        """The pair's ids (:func:`~.common.encode_pair`: a chat template's trailing line break stays in the
+        context)."""
+        ctx, cont = encode_pair(self.tok_encode, context, continuation)
         if not ctx:
             raise ValueError("loglikelihood with an empty context is not supported by fast_dllm_v2")
         if not cont:

@@ -25,9 +25,13 @@ given -- as at evaluation.  ``reasoning`` (default ``off``: the paper does not s
 for direct answers, and Fast-dLLM v2's released models answer without think traces) keeps the rows of that
 mode (``all``: both).
 
-Sampling: every eligible row of a subset gets the key ``sha256(seed:subset:file:line)``; rows are taken in key
-order until the subset's share of ``token_budget`` is reached (equal shares, the last row may pass it; a subset
-that runs out leaves the rest unused, the manifest says how much) -- the same rows for the same files and seed, whatever the machine.
+Sampling: every eligible row of a subset gets the key ``sha256(seed:subset:file:line)`` (its first 8 bytes); rows
+are taken in key order until the subset's share of ``token_budget`` is reached (equal shares, the last row may
+pass it).  A subset that runs out of rows (at 1B tokens: chat and safety) leaves a shortfall that is split
+equally over the subsets that still have rows, until the budget is met or every subset is spent (the manifest
+gives each subset's redistributed tokens and the total shortfall).  A malformed row (not JSON, not the schema) is
+skipped and counted in the manifest, the first few named.  The subsets are indexed and tokenized in parallel
+processes; the same rows for the same files and seed, whatever the machine or the number of processes.
 
 Loading: ``local_dir`` (a copy in the dataset's own layout: ``<local_dir>/SFT/<subset>/*.jsonl``), else the
 files of ``dataset`` at ``revision`` from the Hub (``huggingface_hub.snapshot_download``, the same files
@@ -36,11 +40,15 @@ files of ``dataset`` at ``revision`` from the Hub (``huggingface_hub.snapshot_do
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+from array import array
 from pathlib import Path
+
+import numpy as np
 
 from ..provenance import atomic_path, write_json_atomic
 
@@ -48,6 +56,7 @@ DATASET = "nvidia/Llama-Nemotron-Post-Training-Dataset"
 SUBSETS = ("code", "math", "science", "chat", "safety")
 REASONING = ("off", "on", "all")
 LOCAL_DIR_KEY = "data.adaptation.local_dir"
+MALFORMED_EXAMPLES = 5  # malformed rows named in the manifest (all are counted)
 DEFAULTS = {"dataset": DATASET, "revision": "main", "subsets": list(SUBSETS), "reasoning": "off",
             "token_budget": 1.0e9, "seed": 0, "local_dir": None, "keep_system_prompt": False}
 
@@ -129,12 +138,13 @@ def to_training_row(row: dict, reasoning: str = "off", keep_system_prompt: bool 
     return {"messages": out + [{"role": "assistant", "content": row["output"]}]}
 
 
-def _order_key(seed: int, subset: str, name: str, line: int) -> str:
-    return hashlib.sha256(f"{seed}:{subset}:{name}:{line}".encode()).hexdigest()
+def _order_key(seed: int, subset: str, name: str, line: int) -> int:
+    """The row's place in the seeded order: the first 8 bytes of ``sha256(seed:subset:file:line)``."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{subset}:{name}:{line}".encode()).digest()[:8], "big")
 
 
 def _lines(f: Path):
-    """(line number, byte offset, parsed row) of every non-blank line of ``f``."""
+    """(line number, byte offset, parsed row or the JSON error) of every non-blank line of ``f``."""
     with open(f, "rb") as fh:
         n, off = 0, 0
         for raw in fh:
@@ -143,24 +153,53 @@ def _lines(f: Path):
                 try:
                     yield n, off, json.loads(raw)
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"{f}:{n}: not JSON ({exc.msg})") from None
+                    yield n, off, ValueError(f"not JSON ({exc.msg})")
             off += len(raw)
 
 
-def subset_index(root: Path, subset: str, c: dict) -> list[tuple[str, Path, int]]:
-    """The eligible rows of ``subset`` in seeded key order, as (key, file, byte offset): the rows themselves are
-    read back one by one (:func:`read_row`), so that a subset of millions of rows is never held in memory."""
-    index = []
-    for f in sorted((root / "SFT" / subset).glob("*.jsonl")):
+def _eligible(row, c: dict) -> bool:
+    """Whether a parsed row is kept (its reasoning mode); a malformed row raises (ValueError naming it)."""
+    from .data import to_messages
+
+    if isinstance(row, Exception):
+        raise row
+    try:
+        out = to_training_row(row, c["reasoning"], c["keep_system_prompt"])
+        if out is not None:
+            to_messages(out)  # what the training's own row check asks (data.train_files)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a Llama-Nemotron SFT row ({type(exc).__name__}: {exc})") from None
+    return out is not None
+
+
+def subset_index(root: Path, subset: str, c: dict, out: Path | None = None) -> dict:
+    """The eligible rows of ``subset`` in seeded key order, as arrays of (file number, byte offset): the rows
+    themselves are read back one by one (:func:`read_row`), never all held in memory (12 bytes a row).  A
+    malformed row (not JSON, not the dataset's schema) is skipped and counted, the first few named.  With ``out``
+    the arrays are saved there (``<subset>.npz``) and left out of the result."""
+    files = sorted((root / "SFT" / subset).glob("*.jsonl"))
+    keys, fno, offs, bad, examples = array("Q"), array("i"), array("q"), 0, []
+    for i, f in enumerate(files):
         for n, off, row in _lines(f):
             try:
-                keep = to_training_row(row, c["reasoning"], c["keep_system_prompt"]) is not None
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{f}:{n}: {exc}") from None
+                keep = _eligible(row, c)
+            except ValueError as exc:
+                bad += 1
+                if len(examples) < MALFORMED_EXAMPLES:
+                    examples.append(f"{f}:{n}: {exc}")
+                continue
             if keep:
-                index.append((_order_key(int(c["seed"]), subset, f.name, n), f, off))
-    index.sort(key=lambda e: e[0])
-    return index
+                keys.append(_order_key(int(c["seed"]), subset, f.name, n))
+                fno.append(i)
+                offs.append(off)
+    k, fa, oa = (np.frombuffer(a, dtype=t) if len(a) else np.zeros(0, t)
+                 for a, t in ((keys, np.uint64), (fno, np.int32), (offs, np.int64)))
+    order = np.lexsort((oa, fa, k))
+    res = {"subset": subset, "files": [str(f) for f in files], "file": fa[order], "offset": oa[order],
+           "eligible_rows": int(len(order)), "malformed_rows": bad, "malformed_examples": examples}
+    if out is not None:
+        np.savez(out / f"{subset}.npz", file_no=res.pop("file"), offset=res.pop("offset"))
+    return res
 
 
 def read_row(f: Path, off: int, c: dict) -> dict:
@@ -176,39 +215,104 @@ def count_tokens(tokenizer, row: dict) -> int:
     return len(encode_example(tokenizer, row)[0])
 
 
-def build(cfg: dict, tokenizer, out_path, progress: bool = True) -> dict:
+def _take(job: tuple) -> dict:
+    """Append the rows of one subset, from index position ``start``, to its part file until ``quota`` tokens are
+    taken (the last row may pass it) or the subset runs out."""
+    tmp, idx, c, tokenizer, start, quota = job
+    arrays = np.load(tmp / f"{idx['subset']}.npz")
+    files, fno, offs = idx["files"], arrays["file_no"], arrays["offset"]
+    pos, tokens = start, 0
+    with open(tmp / f"{idx['subset']}.part", "a", encoding="utf-8") as fh:
+        while tokens < quota and pos < len(fno):
+            row = read_row(Path(files[fno[pos]]), int(offs[pos]), c)
+            tokens += count_tokens(tokenizer, row)
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            pos += 1
+    return {"subset": idx["subset"], "pos": pos, "tokens": tokens, "exhausted": pos >= len(fno)}
+
+
+@contextlib.contextmanager
+def _mapper(processes: int, jobs: int):
+    """A ``map(fn, jobs)``: in this process, or over one pool of ``processes`` spawned processes (tokenizers and
+    forks do not mix) kept for every round of the build."""
+    if processes <= 1 or jobs <= 1:
+        yield lambda fn, js: [fn(j) for j in js]
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(processes, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
+        yield lambda fn, js: list(ex.map(fn, js))
+
+
+def _fill(tmp: Path, indexes: dict, c: dict, tokenizer, pmap) -> dict:
+    """Take each subset's equal share of the token budget; the share a subset cannot fill (it ran out of rows) is
+    split equally over the subsets that still have rows, until the budget is met or every subset is spent."""
+    subsets = list(indexes)
+    share = float(c["token_budget"]) / len(subsets)
+    st = {s: {"pos": 0, "tokens": 0, "extra": 0.0, "exhausted": indexes[s]["eligible_rows"] == 0} for s in subsets}
+    need = {s: share for s in subsets}
+    while jobs := [s for s in subsets if not st[s]["exhausted"] and need[s] > 0]:
+        done = pmap(_take, [(tmp, indexes[s], c, tokenizer, st[s]["pos"], need[s]) for s in jobs])
+        for r in done:
+            s = r["subset"]
+            st[s].update(pos=r["pos"], tokens=st[s]["tokens"] + r["tokens"], exhausted=r["exhausted"])
+        short = sum(max(0.0, need[r["subset"]] - r["tokens"]) for r in done)
+        need = dict.fromkeys(subsets, 0.0)
+        open_ = [s for s in subsets if not st[s]["exhausted"]]
+        for s in open_ if short > 0 else ():
+            need[s] = short / len(open_)
+            st[s]["extra"] += need[s]
+    return {s: {"rows": st[s]["pos"], "tokens": st[s]["tokens"], "eligible_rows": indexes[s]["eligible_rows"],
+                "budget_tokens": int(share), "redistributed_tokens": int(st[s]["extra"]),
+                "exhausted": bool(st[s]["exhausted"]), "malformed_rows": indexes[s]["malformed_rows"],
+                "malformed_examples": indexes[s]["malformed_examples"]} for s in subsets}
+
+
+def build(cfg: dict, tokenizer, out_path, progress: bool = True, processes: int | None = None) -> dict:
     """Write the adaptation set to ``out_path`` (JSONL, atomically) and its manifest beside it
-    (``<out_path>.manifest.json``); returns the manifest."""
-    from tqdm import tqdm
+    (``<out_path>.manifest.json``); returns the manifest.  The subsets are indexed and tokenized in ``processes``
+    processes (default: one per subset, at most the CPUs); the output is the same for any number."""
+    import shutil
+    import tempfile
 
     c = resolve(cfg)
     root = source_dir(c)
-    share = float(c["token_budget"]) / len(c["subsets"])
-    stats, h = {}, hashlib.sha256()
-    with atomic_path(out_path) as tmp, open(tmp, "w") as fh:
-        for subset in c["subsets"]:
-            index, tokens, taken = subset_index(root, subset, c), 0, 0
-            for _, f, off in tqdm(index, desc=f"adaptation {subset}", disable=not progress):
-                if tokens >= share:
-                    break
-                row = read_row(f, off, c)
-                tokens += count_tokens(tokenizer, row)
-                line = json.dumps(row, ensure_ascii=False) + "\n"
-                fh.write(line)
-                h.update(line.encode())
-                taken += 1
-            stats[subset] = {"rows": taken, "tokens": tokens, "eligible_rows": len(index),
-                             "budget_tokens": int(share)}
+    processes = processes or min(len(c["subsets"]), os.cpu_count() or 1)
+    tmp = Path(tempfile.mkdtemp(prefix=".adaptation-", dir=Path(out_path).parent))
+    try:
+        if progress:
+            print(f"indexing {c['subsets']} in {processes} process(es)", flush=True)
+        with _mapper(processes, len(c["subsets"])) as pmap:
+            found = pmap(_index_job, [(root, s, c, tmp) for s in c["subsets"]])
+            stats = _fill(tmp, {r["subset"]: r for r in found}, c, tokenizer, pmap)
         if not sum(s["rows"] for s in stats.values()):
             raise ValueError(f"data.adaptation: no rows selected from {root} (subsets {c['subsets']}, reasoning "
-                             f"{c['reasoning']!r})")
+                             f"{c['reasoning']!r}; malformed rows: "
+                             f"{sum(s['malformed_rows'] for s in stats.values())})")
+        h = hashlib.sha256()
+        with atomic_path(out_path) as out, open(out, "wb") as fh:
+            for s in c["subsets"]:
+                part = tmp / f"{s}.part"
+                for line in open(part, "rb") if part.exists() else ():
+                    fh.write(line)
+                    h.update(line)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    tokens = sum(s["tokens"] for s in stats.values())
     manifest = {"dataset": c["dataset"], "revision": c["revision"], "revision_commit": snapshot_commit(root),
-                "source": str(root),
-                "output": str(out_path), "sha256": h.hexdigest(),
-                "rows": sum(s["rows"] for s in stats.values()), "tokens": sum(s["tokens"] for s in stats.values()),
+                "source": str(root), "output": str(out_path), "sha256": h.hexdigest(),
+                "rows": sum(s["rows"] for s in stats.values()), "tokens": tokens,
+                "shortfall_tokens": max(0, int(float(c["token_budget"])) - tokens),
+                "malformed_rows": sum(s["malformed_rows"] for s in stats.values()),
                 "subsets": stats, "tokenizer": getattr(tokenizer, "name_or_path", ""), "config": c}
     write_json_atomic(manifest_path(out_path), manifest)
     return manifest
+
+
+def _index_job(job: tuple) -> dict:
+    root, subset, c, tmp = job
+    return subset_index(root, subset, c, out=tmp)
 
 
 def manifest_path(out_path) -> Path:

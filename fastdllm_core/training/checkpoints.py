@@ -9,6 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
+import torch
+
 from ..provenance import write_json_atomic
 from .config import TrainConfig
 
@@ -48,13 +50,22 @@ def read_metrics(path: Path, upto: int) -> list[dict]:
         return [r for r in csv.DictReader(fh) if int(r["step"]) <= upto]
 
 
-def save_final(model, tok, cfg: TrainConfig, output_dir: Path, meta: dict) -> None:
-    """The final Hugging Face checkpoint, written atomically: a block-diffusion model records its block size
-    (``bd_size``), a Dream-recipe model is saved in Dream's release format; ``fastdllm_train.json`` holds the
-    resolved config, the recipe and the run's metadata."""
+def final_dtype(cfg: TrainConfig, device_type: str) -> torch.dtype:
+    """The dtype of the final checkpoint: the training dtype -- bf16 when ``train.dtype`` says bf16, or ``auto``
+    on a GPU (bf16 mixed precision), as the released checkpoints; else fp32 (a CPU run: its weights as trained)."""
+    bf16 = cfg.train.dtype in ("bf16", "bfloat16") or (cfg.train.dtype == "auto" and device_type == "cuda")
+    return torch.bfloat16 if bf16 else torch.float32
+
+
+def save_final(model, tok, cfg: TrainConfig, output_dir: Path, meta: dict, dtype: torch.dtype = torch.float32) -> None:
+    """The final Hugging Face checkpoint in ``dtype`` (:func:`final_dtype`), written atomically: a
+    block-diffusion model records its block size (``bd_size``), a Dream-recipe model is saved in Dream's release
+    format; ``fastdllm_train.json`` holds the resolved config, the recipe and the run's metadata.  The fp32
+    master weights stay in the last resumable checkpoint."""
     tmp = output_dir / ".final.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
+    model.to(dtype)  # the training is over: the model (or FSDP's gathered copy) is only saved from here
     objective = cfg.spec.objective
     if objective == "bd":
         model.config.bd_size = cfg.objective.block_size

@@ -58,6 +58,7 @@ SCHEDULES = ("constant", "linear", "cosine")
 MASK_INITS = ("keep", "zero")
 TOKENIZERS = ("char", "bpe")
 ENGINES = ("auto", "ddp", "fsdp")
+DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32")  # train.dtype (auto: bf16 mixed precision on a GPU)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,8 @@ class TrainConfig:
         _validate_optim(self.optim)
         if not 0 <= self.objective.eps < 1:
             raise ValueError(f"objective.eps must be in [0, 1), got {self.objective.eps!r}")
+        if self.train.dtype not in DTYPES:
+            raise ValueError(f"train.dtype must be one of {DTYPES}, got {self.train.dtype!r}")
         if self.train.engine not in ENGINES:
             raise ValueError(f"train.engine must be one of {ENGINES}, got {self.train.engine!r}")
         if not _posint(self.train.save_every):

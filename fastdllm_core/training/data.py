@@ -34,29 +34,41 @@ IGNORE = -100
 PACKINGS = ("pad", "naive", "whole")
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    """The training rows of a JSONL file, each checked (:func:`check_row`); an error names the file, line and
-    field."""
+def iter_rows(path: str | Path):
+    """(line number, row) of every training row of a JSONL file, each checked (:func:`check_row`); an error names
+    the file, line and field."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"training data file not found: {path}")
-    rows = []
     for n, row in iter_jsonl(path):
         try:
             check_row(row)
         except ValueError as exc:
             raise ValueError(f"{path}:{n}: {exc}") from None
-        rows.append(row)
-    return rows
+        yield n, row
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The training rows of a JSONL file (:func:`iter_rows`)."""
+    return [row for _, row in iter_rows(path)]
 
 
 def read_train_files(files: list) -> list[dict]:
-    """Every row of the training files (:func:`read_jsonl`); no rows at all is an error naming the files.  The one
-    data check of ``fastdllm train``, the DAG's training job and :func:`~fastdllm_core.training.loop.train`."""
+    """Every row of the training files (:func:`read_jsonl`); no rows at all is an error naming the files."""
     rows = [r for f in files for r in read_jsonl(f)]
     if not rows:
         raise ValueError(f"the training dataset is empty: no rows in data.train_files {list(files)}")
     return rows
+
+
+def check_train_files(files: list) -> int:
+    """The number of rows of the training files, each checked as :func:`read_train_files` does, none kept (the
+    data check of ``fastdllm train``, the DAG's training job and :func:`~fastdllm_core.training.loop.train`:
+    bounded memory whatever the size of the set)."""
+    n = sum(1 for f in files for _ in iter_rows(f))
+    if not n:
+        raise ValueError(f"the training dataset is empty: no rows in data.train_files {list(files)}")
+    return n
 
 
 def check_row(row: dict) -> None:
@@ -159,44 +171,42 @@ def _pad_to(x: list[int], n: int, value: int) -> list[int]:
 def pack(examples: list[tuple[list[int], list[int]]], seq_len: int, block_size: int, packing: str,
          pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
     """Pack (ids, labels) examples into sequences of length ``seq_len`` (see module docstring)."""
+    seqs = list(pack_stream(examples, seq_len, block_size, packing, pad_id))
+    return [s[0] for s in seqs], [s[1] for s in seqs]
+
+
+def pack_stream(examples, seq_len: int, block_size: int, packing: str, pad_id: int):
+    """The packed sequences of an iterable of (ids, labels) examples, one (ids, labels) pair at a time: only the
+    sequence being filled is held (see module docstring for the packings)."""
     check_lengths(seq_len, block_size)
     if packing not in PACKINGS:
         raise ValueError(f"packing must be one of {PACKINGS}, got {packing!r}")
     L, D = seq_len, block_size
-    seqs: list[list[int]] = []
-    labs: list[list[int]] = []
-    if packing == "naive":
-        ids = [t for e in examples for t in e[0]]
-        lab = [t for e in examples for t in e[1]]
-        for s in range(0, len(ids), L):
-            seqs.append(_pad_to(ids[s:s + L], L, pad_id))
-            labs.append(_pad_to(lab[s:s + L], L, IGNORE))
-        return seqs, labs
-    if packing == "pad":
-        ids, lab = [], []
+    if packing in ("naive", "pad"):  # one stream (samples padded to a block multiple under "pad"), cut every L
+        ids: list[int] = []
+        lab: list[int] = []
         for e_ids, e_lab in examples:
-            n = -(-len(e_ids) // D) * D
+            n = -(-len(e_ids) // D) * D if packing == "pad" else len(e_ids)
             ids += _pad_to(list(e_ids), n, pad_id)
             lab += _pad_to(list(e_lab), n, IGNORE)
-        for s in range(0, len(ids), L):
-            seqs.append(_pad_to(ids[s:s + L], L, pad_id))
-            labs.append(_pad_to(lab[s:s + L], L, IGNORE))
-        return seqs, labs
+            while len(ids) >= L:
+                yield ids[:L], lab[:L]
+                ids, lab = ids[L:], lab[L:]
+        if ids:
+            yield _pad_to(ids, L, pad_id), _pad_to(lab, L, IGNORE)
+        return
     cur_ids: list[int] = []
     cur_lab: list[int] = []
     for e_ids, e_lab in examples:  # "whole"
         for s in range(0, len(e_ids), L):  # a sample longer than L is cut into L-long pieces
             pid, plab = list(e_ids[s:s + L]), list(e_lab[s:s + L])
             if len(cur_ids) + len(pid) > L:
-                seqs.append(_pad_to(cur_ids, L, pad_id))
-                labs.append(_pad_to(cur_lab, L, IGNORE))
+                yield _pad_to(cur_ids, L, pad_id), _pad_to(cur_lab, L, IGNORE)
                 cur_ids, cur_lab = [], []
             cur_ids += pid
             cur_lab += plab
     if cur_ids:
-        seqs.append(_pad_to(cur_ids, L, pad_id))
-        labs.append(_pad_to(cur_lab, L, IGNORE))
-    return seqs, labs
+        yield _pad_to(cur_ids, L, pad_id), _pad_to(cur_lab, L, IGNORE)
 
 
 def build_dataset(tokenizer, rows: list[dict], *, seq_len: int, block_size: int, packing: str, pad_id: int,

@@ -6,7 +6,7 @@
   gradients and AdamW states are sharded over the processes (on CUDA: bf16 compute, fp32 master weights and fp32
   gradient reduction, ``MixedPrecisionPolicy``); checkpoints are sharded (``torch.distributed.checkpoint``),
   the final model is gathered on rank 0.
-* ``auto``: :func:`.memory.choose_engine` on the model's size, the device's memory and the process count.
+* ``auto``: :func:`.memory.choose_engine`: DDP when the plan's DDP memory fits the device, else FSDP.
 
 With one process there is nothing to shard or synchronise: the single-process path (``ddp``) whatever the
 setting, so single-process numerics never depend on it.
@@ -18,7 +18,7 @@ import os
 
 import torch
 
-from .memory import choose_engine
+from .memory import Arch, choose_engine
 
 
 def device_bytes(device: torch.device, world: int) -> int:
@@ -28,15 +28,16 @@ def device_bytes(device: torch.device, world: int) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // world
 
 
-def resolve(setting: str, model, accelerator) -> str:
-    """The engine a run uses: ``train.engine``, ``auto`` decided by :func:`.memory.choose_engine`."""
-    world = accelerator.num_processes
+def resolve(cfg, model, accelerator) -> str:
+    """The engine a run uses: ``train.engine``, ``auto`` decided by :func:`.memory.choose_engine` on the run's
+    config and the model's architecture (the plan's own fit verdict)."""
+    world, setting = accelerator.num_processes, cfg.train.engine
     if world == 1:
         return "ddp"
     if setting != "auto":
         return setting
-    n = sum(p.numel() for p in model.parameters())
-    return choose_engine(n, device_bytes(accelerator.device, world), world)
+    arch = Arch.from_config(model.config.to_dict())
+    return choose_engine(cfg, arch, device_bytes(accelerator.device, world), world)
 
 
 class DDP:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 
@@ -38,11 +39,13 @@ import torch
 from ..hostload import HostLoad
 from ..provenance import run_metadata, write_csv_atomic
 from . import objective as obj
-from .checkpoints import checkpoints, read_metrics, save_checkpoint, save_final
+from .checkpoints import checkpoints, final_dtype, read_metrics, save_checkpoint, save_final
 from .config import OptimConfig, RunConfig, TrainConfig
-from .data import build_dataset, read_train_files
+from .data import check_train_files, read_train_files
 from .engine import make_engine, resolve
 from .model_init import build_model
+from .stopping import Stopper, TrainingInterrupted
+from .token_store import prepared_store
 
 log = logging.getLogger(__name__)
 
@@ -163,55 +166,76 @@ def resume(engine, output_dir: Path) -> tuple[int, int]:
     return state["step"], state["tokens_seen"]
 
 
-def model_and_data(cfg: TrainConfig, device: str, rows: list[dict]):
-    """The starting model, its tokenizer and mask id, and the packed training sequences of the recipe."""
-    model, tok, mask_id = build_model(cfg.model, seed=cfg.train.seed, block_size=cfg.objective.block_size,
-                                      device=device, attn_implementation=cfg.train.attn_implementation, rows=rows)
+def model_and_data(cfg: TrainConfig, accelerator, output_dir: Path, rows: list[dict] | None = None,
+                   progress: bool = True):
+    """The starting model, its tokenizer and mask id, and the packed training sequences of the recipe: the run's
+    token store (``output_dir/data``, :mod:`.token_store`), built once by the main process and reused on resume.
+    ``rows`` are read only when the tokenizer is trained on them (``model.init: tiny`` with ``bpe``)."""
+    mc = cfg.model
+    if rows is None and mc.init == "tiny" and mc.tokenizer == "bpe":
+        rows = read_train_files(cfg.data.train_files)
+    model, tok, mask_id = build_model(mc, seed=cfg.train.seed, block_size=cfg.objective.block_size,
+                                      device=str(accelerator.device), attn_implementation=cfg.train.attn_implementation,
+                                      rows=rows)
     if cfg.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     d = cfg.data
-    ds = build_dataset(tok, rows, seq_len=d.seq_len, block_size=cfg.objective.block_size, packing=cfg.spec.packing,
-                       pad_id=mask_id, seed=cfg.train.seed, max_examples=d.max_examples,
-                       drop_after_answer=d.drop_after_answer)
+    ds = prepared_store(tok, list(d.train_files), output_dir / "data", is_main=accelerator.is_main_process,
+                        progress=progress, seq_len=d.seq_len, block_size=cfg.objective.block_size,
+                        packing=cfg.spec.packing, pad_id=mask_id, seed=cfg.train.seed, max_examples=d.max_examples,
+                        drop_after_answer=d.drop_after_answer)
     return model, tok, mask_id, ds
 
 
 # ------------------------------------------------------------------------------------------------ training
 def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | None = None,
-          stop_after: int | None = None, progress: bool = True, rows: list[dict] | None = None) -> Path:
+          stop_after: int | None = None, progress: bool = True, rows: list[dict] | None = None,
+          data_checked: bool = False) -> Path:
     """Train per ``cfg`` (a :class:`~.config.TrainConfig`, or its YAML mapping); returns the path of the final HF
-    checkpoint (``output_dir/final``).  ``rows``: the training rows when the caller has already read (and so
-    checked) ``data.train_files``.
+    checkpoint (``output_dir/final``).  ``rows``: the training rows when the caller has already read them;
+    ``data_checked``: the caller has checked ``data.train_files`` (:func:`~.data.check_train_files`).
 
     ``stop_after`` ends the run after that many optimiser steps *without* writing ``final`` (a checkpoint is
     written there), as a controlled "kill" for resume tests.
     """
     cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_dict(cfg)
     cfg = cfg if max_steps is None else cfg.with_max_steps(max_steps)
-    rows = read_train_files(cfg.data.train_files) if rows is None else rows  # before any model
+    if rows is None and not data_checked and os.environ.get("RANK", "0") == "0":
+        check_train_files(cfg.data.train_files)  # bad data (file, line, field) before any model; no row kept
     output_dir, o = Path(output_dir), cfg.optim
     accelerator = make_accelerator(cfg.train, o)
-    model, tok, mask_id, ds = model_and_data(cfg, str(accelerator.device), rows)
-    engine = make_engine(resolve(cfg.train.engine, model, accelerator), accelerator)
+    model, tok, mask_id, ds = model_and_data(cfg, accelerator, output_dir, rows, progress)
+    engine = make_engine(resolve(cfg, model, accelerator), accelerator)
     model, optimizer, scheduler = prepare(engine, model, o)
     run = _Run(cfg, engine, output_dir, *resume(engine, output_dir), stop_after, progress)
-    for step in run.bar:
-        views, norm, n_seq = step_views(ds, cfg, step, run.n_micro)
-        loss_sum = accumulate(engine, model, views, run.my_micros, cfg, mask_id, norm)
-        grad_norm = engine.clip(model, o.grad_clip) if o.grad_clip else None
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss = (accelerator.reduce(loss_sum, reduction="sum") / norm).item()
-        run.done_step(step, loss, scheduler.get_last_lr()[0], grad_norm, norm, n_seq)
-    run.bar.close()
+    stop = Stopper(accelerator.is_main_process)  # a signal or the job's deadline: checkpoint and stop
+    try:
+        for step in run.bar:
+            t0 = time.perf_counter()
+            views, norm, n_seq = step_views(ds, cfg, step, run.n_micro)
+            loss_sum = accumulate(engine, model, views, run.my_micros, cfg, mask_id, norm)
+            grad_norm = engine.clip(model, o.grad_clip) if o.grad_clip else None
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss = (accelerator.reduce(loss_sum, reduction="sum") / norm).item()
+            saved_s = run.done_step(step, loss, scheduler.get_last_lr()[0], grad_norm, norm, n_seq)
+            stop.timed(time.perf_counter() - t0 - saved_s, saved_s)
+            why = stop.reason(accelerator.device)
+            if why and step + 1 < run.end:
+                run.interrupt(step + 1, why, saved=saved_s > 0)
+    finally:
+        stop.close()
+        run.bar.close()
     if run.end == o.max_steps:
         accelerator.wait_for_everyone()
         full = engine.full_state_dict(model)  # FSDP: gathered on rank 0 (every rank takes part)
         if accelerator.is_main_process:
-            save_final(engine.raw(model) if full is None else full, tok, cfg, output_dir, run.meta)
+            save_final(engine.raw(model) if full is None else full, tok, cfg, output_dir, run.meta,
+                       final_dtype(cfg, accelerator.device.type))
         accelerator.wait_for_everyone()
+    log.info("process %d: peak resident memory %.0f MiB", accelerator.process_index, peak_rss_mib())
     return output_dir / "final"
 
 
@@ -238,9 +262,9 @@ class _Run:
                         dynamic_ncols=True)
         self.clock = _Clock(tokens_seen, HostLoad(processes=world).start())  # and how busy the machine was
 
-    def done_step(self, step: int, loss: float, lr: float, grad_norm, norm: int, n_seq: int) -> None:
+    def done_step(self, step: int, loss: float, lr: float, grad_norm, norm: int, n_seq: int) -> float:
         """Count the step's tokens; a metrics row every ``train.log_every`` steps and at the end; a checkpoint
-        every ``train.save_every`` steps and at the end."""
+        every ``train.save_every`` steps and at the end.  Returns the seconds the checkpoint took (0 if none)."""
         t, total = self.cfg.train, self.cfg.optim.max_steps
         self.tokens_seen += n_seq * self.cfg.data.seq_len
         done = step + 1
@@ -256,7 +280,17 @@ class _Run:
                 write_csv_atomic(self.metrics_path, self.metrics)
             self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tps:.0f}")
         if done % t.save_every == 0 or done == self.end:
+            t0 = time.perf_counter()
             save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, t.keep_checkpoints)
+            return time.perf_counter() - t0
+        return 0.0
+
+    def interrupt(self, done: int, reason: str, saved: bool) -> None:
+        """Stop after step ``done``: its checkpoint (unless this step wrote one), then :class:`TrainingInterrupted`."""
+        if not saved:
+            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, self.cfg.train.keep_checkpoints)
+        log.warning("stopping after step %d: %s", done, reason)
+        raise TrainingInterrupted(done, reason, self.output_dir / "checkpoints" / f"step-{done}")
 
 
 class _Clock:
@@ -273,4 +307,12 @@ class _Clock:
 
     def context(self, recipe: str, world: int) -> dict:
         """The run's columns of a metrics row: recipe, processes, threads, and the host's load since the last."""
-        return {"recipe": recipe, "world_size": world, "torch_threads": torch.get_num_threads(), **self.host.sample()}
+        return {"recipe": recipe, "world_size": world, "torch_threads": torch.get_num_threads(),
+                "peak_rss_mib": round(peak_rss_mib(), 1), **self.host.sample()}
+
+
+def peak_rss_mib() -> float:
+    """This process' peak resident memory so far (Linux ``ru_maxrss``, KiB), in MiB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -15,11 +15,13 @@ Memory of one process (bytes; N parameters, W processes, ``a`` = 2 under bf16 mi
   recomputed in the backward, T x (8 h + 2 kv_dim + 4 I) x a (norm outputs, q, k, v, attention output, o_proj,
   residual, gate, up, act(gate), act(gate) x up); without it, every layer's full activations.  Attention scores
   are not counted (SDPA / flash kernels keep no T x T matrix);
-* logits: rows x L x V, in the compute dtype and their fp32 copy for the cross-entropy (objective.py keeps L-1
-  logit rows per sequence: the x_t half only).
+* logits: rows x L x V at :func:`logit_bytes` each: the fp32 cross-entropy's log-softmax output and the two
+  gradients of its backward, 12 B, plus 2 B for the bf16 logits' gradient under bf16 (objective.py keeps L-1
+  logit rows per sequence: the x_t half only);
+* DDP's gradient buckets with several processes: a second fp32 copy of the gradients, 4 N.
 
-:func:`choose_engine` is the rule the training loop uses: DDP while the unsharded fp32 weights + gradients + AdamW
-states (16 B/param) plus :data:`HEADROOM` fit one device, else FSDP.  A plan *fits* when its engine's total times
+:func:`choose_engine` is the rule the training loop uses: DDP while DDP's whole per-process memory plus
+:data:`HEADROOM` fits one device, else FSDP -- so ``engine: auto`` never picks what the plan says does not fit.  A plan *fits* when its engine's total times
 :data:`HEADROOM` (CUDA context, allocator fragmentation, communication buffers) is at most the device memory.
 
 The time is an extrapolation from the paper's wall clock (Sec. 4.1: 64 A100, ~8 h for the 1.5B model, ~12 h for
@@ -39,7 +41,6 @@ from .config import PAPER_HPARAMS, TrainConfig
 
 HEADROOM = 1.2
 GB = 1e9
-FP32_STATE_BYTES = 16  # fp32 weights 4 + gradients 4 + AdamW exp_avg 4 + exp_avg_sq 4
 
 # The published config.json of the paper's two models (Hugging Face Hub, Qwen/Qwen2.5-{1.5B,7B}-Instruct),
 # transcribed for offline use; a local model directory is read from its own config.json instead.
@@ -117,16 +118,16 @@ def n_params(model_cfg: dict) -> int:
     return Arch.from_config(model_cfg).n_params()
 
 
-def choose_engine(n_params: int, device_bytes: int, world_size: int) -> str:
-    """``"ddp"`` when the unsharded fp32 weights + gradients + 2 AdamW states (16 B/param) plus 20% headroom fit
-    ``device_bytes``, else ``"fsdp"`` (``world_size`` processes share the sharded states).  With one process there
-    is nothing to shard over: ``"ddp"`` (a single process)."""
-    for name, v in (("n_params", n_params), ("device_bytes", device_bytes), ("world_size", world_size)):
+def choose_engine(cfg: TrainConfig, arch: Arch, device_bytes: int, world_size: int) -> str:
+    """``"ddp"`` when DDP's whole per-process memory (:func:`memory`: weights, gradients, AdamW, buckets,
+    activations, logits) times :data:`HEADROOM` fits ``device_bytes``, else ``"fsdp"`` -- the same verdict as the
+    plan's fit.  With one process there is nothing to shard over: ``"ddp"`` (a single process)."""
+    for name, v in (("device_bytes", device_bytes), ("world_size", world_size)):
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise ValueError(f"choose_engine: {name} must be a positive integer, got {v!r}")
     if world_size == 1:
         return "ddp"
-    return "ddp" if FP32_STATE_BYTES * n_params * HEADROOM <= device_bytes else "fsdp"
+    return "ddp" if memory(cfg, arch, "ddp", world_size).total * HEADROOM <= device_bytes else "fsdp"
 
 
 @dataclass(frozen=True)
@@ -138,10 +139,12 @@ class Memory:
     optimizer: int
     activations: int
     logits: int
+    buckets: int = 0
 
     @property
     def total(self) -> int:
-        return self.params + self.compute_copy + self.grads + self.optimizer + self.activations + self.logits
+        return (self.params + self.compute_copy + self.grads + self.optimizer + self.activations + self.logits
+                + self.buckets)
 
 
 def _compute_bytes(cfg: TrainConfig) -> int:
@@ -159,16 +162,23 @@ def activation_bytes(cfg: TrainConfig, arch: Arch) -> tuple[int, int]:
         acts = arch.layers * tokens * arch.hidden * a + full_layer
     else:
         acts = arch.layers * full_layer
-    logits = rows * L * arch.vocab * (a + 4)
+    logits = rows * L * arch.vocab * logit_bytes(a)
     return acts, logits
+
+
+def logit_bytes(a: int) -> int:
+    """Bytes per logit of the fp32 cross-entropy at its peak (the backward): the log-softmax output it keeps, the
+    gradient arriving at it and the one it passes on (3 x 4); under bf16 also the bf16 logits' gradient (2).
+    Measured on a CPU run (fp32): 12.2 (scripts/dev/plan_vs_measured.py)."""
+    return 12 + (2 if a == 2 else 0)
 
 
 def memory(cfg: TrainConfig, arch: Arch, engine: str, world_size: int) -> Memory:
     """Per-GPU memory under ``engine`` (ddp: replicated; fsdp: sharded over ``world_size``)."""
     n, a = arch.n_params(), _compute_bytes(cfg)
     acts, logits = activation_bytes(cfg, arch)
-    if engine == "ddp":
-        return Memory(4 * n, 2 * n if a == 2 else 0, 4 * n, 8 * n, acts, logits)
+    if engine == "ddp":  # several processes: DDP's gradient buckets, a second fp32 copy of the gradients
+        return Memory(4 * n, 2 * n if a == 2 else 0, 4 * n, 8 * n, acts, logits, 4 * n if world_size > 1 else 0)
     if engine == "fsdp":
         unit = arch.largest_unit()
         shard = -(-n // world_size)
@@ -241,7 +251,7 @@ def plan_training(cfg: TrainConfig, model_config: dict, gpus: int, gpu_bytes: in
     o, arch = cfg.optim, Arch.from_config(model_config)
     accum = accumulation_steps(o.batch_size, o.micro_batch_size, gpus)
     n = arch.n_params()
-    chosen = choose_engine(n, int(gpu_bytes), gpus) if engine == "auto" else engine
+    chosen = choose_engine(cfg, arch, int(gpu_bytes), gpus) if engine == "auto" else engine
     mems = {e: memory(cfg, arch, e, gpus) for e in ("ddp", "fsdp")}
     need = mems[chosen].total * HEADROOM
     fits = need <= gpu_bytes

@@ -10,8 +10,9 @@ passed through the model), from the decoding point (P: prompt tokens, G: generat
 * ``v1`` (Fast-dLLM v1, G / block blocks, steps shared by the blocks): cache ``none`` as llada; ``prefix`` one
   full forward per block, the other steps over the generation (P + G upper bound of the suffix: G);
   ``dual`` one full forward per block, the other steps over one block.  Upper bounds (steps, not thresholds).
-* multiple choice (mmlu, gpqa, synth_mc): one forward per option over P tokens (x ``mc_num`` on a masked-diffusion
-  model with ``eval.mdm_loglikelihood: mc``, or ``auto`` on options of several tokens); :data:`CHOICES` options.
+* multiple choice (mmlu, gpqa, synth_mc): :data:`CHOICES` options, each one forward over P tokens, on a
+  masked-diffusion model x ``mc_num`` (``eval.mdm_loglikelihood: mc``) or x the 2**k - 1 mask patterns of its k
+  tokens (:data:`OPTION_TOKENS`) when scored exactly (``exact``, or ``auto`` where that is no dearer).
 
 Items: the local data file's line count (a directory: its ``*.jsonl`` together), the synthetic suite's ``n_eval``,
 else the benchmark's official test size (:data:`OFFICIAL_ITEMS`), cut by the point's ``@N`` or ``eval.limit`` (per
@@ -46,7 +47,10 @@ DEFAULT_PROMPT_TOKENS = 256
 TASK_GEN_TOKENS = {"humaneval": 768, "mbpp": 768, "ifeval": 1280, "minerva_math": 1024}
 MC_TASKS = ("mmlu", "gpqa", "synth_mc")
 CHOICES = 4
-ONE_TOKEN_OPTIONS = ("mmlu", "synth_mc")  # options of one token (letters): mdm_loglikelihood auto is exact
+# tokens of an option under the chat template (the Qwen2.5 tokenizer; fastdllm_core.evaluation.common.encode_pair):
+# MMLU's letters 1 ("A"), GPQA's "(A)" 2 ("(A", ")"), the stand-in's letters 1
+OPTION_TOKENS = {"mmlu": 1, "gpqa": 2, "synth_mc": 1}
+EXACT_MAX_TOKENS = 10  # fastdllm_core.evaluation.likelihood's (not imported here: no torch at DAG parse)
 
 
 def shard_config(config: dict) -> dict | None:
@@ -94,6 +98,18 @@ def gen_tokens(config: dict, task: str, decode: DecodeConfig, mode: str) -> int:
     return TASK_GEN_TOKENS.get(task, 256) if str(mnt) == "task" else int(mnt)
 
 
+def option_forwards(config: dict, task: str, mode: str) -> int:
+    """Forwards of one multiple-choice option: a masked-diffusion row's ``mc_num`` samples, or the ``2**k - 1`` mask
+    patterns of its ``k`` tokens when scored exactly (``auto`` resolves as likelihood.resolve_mdm_method: exact when
+    no dearer than the estimate); one on every other row (an upper bound: one-token options share one)."""
+    if mode not in MDM_MODES:
+        return 1
+    k, mc_num = OPTION_TOKENS.get(task, 1), int(config["eval"].get("mc_num", 128))
+    method = config["eval"].get("mdm_loglikelihood", "mc")
+    exact = method == "exact" or (method == "auto" and k <= EXACT_MAX_TOKENS and 2 ** k - 1 <= mc_num)
+    return 2 ** k - 1 if exact else mc_num
+
+
 def item_cost(config: dict, task: str, point: str) -> int:
     """Token-forwards of one item of ``task`` at ``point`` (the module's formulas)."""
     mode = DecodeConfig.slug_mode(point)
@@ -101,10 +117,7 @@ def item_cost(config: dict, task: str, point: str) -> int:
     own = (shard_config(config) or {}).get("prompt_tokens") or {}
     p = int(own.get(task, PROMPT_TOKENS.get(task, DEFAULT_PROMPT_TOKENS)))
     if task in MC_TASKS:
-        # auto: the exact expectation for one-token options (MMLU's letters: one forward each), else Monte Carlo
-        method = config["eval"].get("mdm_loglikelihood", "mc")
-        mc = mode in MDM_MODES and (method == "mc" or (method == "auto" and task not in ONE_TOKEN_OPTIONS))
-        return CHOICES * p * (int(config["eval"].get("mc_num", 128)) if mc else 1)
+        return CHOICES * p * option_forwards(config, task, mode)
     g = gen_tokens(config, task, d, mode)
     if mode == "ar":
         return p + g

@@ -250,6 +250,39 @@ def bench_job_threads(config: dict) -> int:
     return int((config.get("bench") or {}).get("job_threads", BENCH_JOB_THREADS))
 
 
+JOB_MINUTES = 1440  # training_plan.job_minutes: the partition's time limit a training job asks for
+
+
+def train_nodes(config: dict) -> int:
+    """Nodes of a training job: ``training_plan.nodes`` (the paper: 8 x 8 A100), else 1."""
+    return int((config.get("training_plan") or {}).get("nodes", 1))
+
+
+def train_runtime(config: dict, attempt: int) -> int:
+    """Minutes a training job asks for: ``training_plan.job_minutes`` (default :data:`JOB_MINUTES`) where there
+    is a training plan -- every attempt the same, each resumes where the last stopped -- else 30 per attempt."""
+    tp = config.get("training_plan")
+    return int(tp.get("job_minutes", JOB_MINUTES)) if tp else 30 * attempt
+
+
+def train_retries(config: dict) -> int | None:
+    """Retries of a training job where there is a training plan: the jobs of ``job_minutes`` the longest
+    planned run needs (``fastdllm plan-training``'s wall hours), one of them spare; each job stops with a
+    checkpoint before its limit (fastdllm_core.training.stopping) and the next resumes.  None (Snakemake's
+    ``--retries``) without a plan, or when the plan cannot be made here (plan-training names why)."""
+    tp = config.get("training_plan")
+    if not tp or not trained_models(config):
+        return None
+    from fastdllm_core.cli.plan_training import hardware, model_plans
+
+    try:
+        gpus, gb, nodes = hardware(config, type("Flags", (), dict.fromkeys(("gpus", "gpu_mem_gb", "nodes")))())
+        hours = max(p.wall_hours for _, _, p in model_plans(config, gpus, gb, nodes, "auto"))
+    except ValueError:
+        return None
+    return -(-int(hours * 60) // train_runtime(config, 1))
+
+
 RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1, "dream": 1}
 
 

@@ -1,6 +1,8 @@
 rule train_model:
     """AR base / NTP baseline / block-diffusion recipes.  The checkpoint is protected; a killed run resumes from
-    the checkpoints under run/checkpoints (not a declared output, so Snakemake keeps them)."""
+    the checkpoints under run/checkpoints (not a declared output, so Snakemake keeps them).  Under a training plan
+    the job asks for its nodes and the partition's time limit, stops with a checkpoint before the limit, and is
+    retried until the run is done (plan.train_retries)."""
     input:
         data=lambda wc: train_inputs(wc.model),
         init=lambda wc: plan.init_inputs(config, wc.model),
@@ -17,11 +19,13 @@ rule train_model:
         f"{R}/benchmarks/train/{{model}}.tsv"
     threads: lambda wc: plan.train_threads(config, wc.model)
     priority: lambda wc: plan.train_priority(config, wc.model)
+    retries: plan.train_retries(config)
     conda:
         "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
-        runtime=lambda wc, attempt: (1440 if config["scale"].startswith("paper") else 30) * attempt,
+        runtime=lambda wc, attempt: plan.train_runtime(config, attempt),
+        nodes=plan.train_nodes(config),
         gpu=GPU,
     script:
         "../scripts/train_model.py"

@@ -26,30 +26,39 @@ with logged(snakemake):  # noqa: F821
     if missing:
         raise FileNotFoundError(f"data.train_files: not found: {missing} (model {sm.wildcards.model}); give local SFT "
                                 "JSONL files ({'messages': [...]} or {'prompt', 'response'} rows)")
-    from fastdllm_core.training.data import read_train_files
+    from fastdllm_core.training.data import check_train_files
 
     config = TrainConfig.from_dict(cfg)  # a bad key or value is named before anything is written
     # a bad row is named (file, line, field) before anything is written into the run directory or any process
     # starts (with several training processes each would otherwise fail on its own, after the directory is made)
-    rows = read_train_files(config.data.train_files)
+    check_train_files(config.data.train_files)
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
+    import subprocess
+
     from fastdllm_core.training.launch import train_gpus, train_processes
     from fastdllm_core.training.loop import train
+    from fastdllm_core.training.stopping import TrainingInterrupted
 
-    if config.train.device == "cpu" and sm.threads > 1:
-        # the thread policy of CPU training: data-parallel processes of one thread each (never OpenMP threads,
-        # which collapse on a busy machine); see fastdllm_core.training.launch.train_processes
-        print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
-        final = train_processes(config, run_dir, sm.threads)
-    elif config.train.device != "cpu" and device == "cuda":
-        # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
-        # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
-        final = train_gpus(config, run_dir)
-    else:
-        final = train(config, run_dir, progress=True, rows=rows)
+    try:
+        if config.train.device == "cpu" and sm.threads > 1:
+            # the thread policy of CPU training: data-parallel processes of one thread each (never OpenMP threads,
+            # which collapse on a busy machine); see fastdllm_core.training.launch.train_processes
+            print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
+            final = train_processes(config, run_dir, sm.threads)
+        elif config.train.device != "cpu" and device == "cuda":
+            # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
+            # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
+            final = train_gpus(config, run_dir)
+        else:
+            final = train(config, run_dir, progress=True, data_checked=True)
+    except (TrainingInterrupted, subprocess.CalledProcessError) as exc:
+        # a signal or the job's deadline (fastdllm_core.training.stopping), or a failed process: the newest
+        # checkpoint under run/checkpoints is where the next attempt (the rule's retries) resumes
+        raise RuntimeError(f"training of {sm.wildcards.model} stopped before optim.max_steps ({exc}); the next "
+                           f"attempt resumes from the newest checkpoint in {run_dir / 'checkpoints'}") from exc
     print(f"final checkpoint: {final}")
     with open(run_dir / "metrics.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
