@@ -222,5 +222,5 @@ def test_a_subset_that_runs_out_leaves_its_share_to_the_others(standin, tmp_path
     spent = ad.build(dict(cfg, token_budget=10 ** 6), tok, tmp_path / "b.jsonl", progress=False)
     assert all(s["exhausted"] and s["rows"] == s["eligible_rows"] for s in spent["subsets"].values())
     assert spent["shortfall_tokens"] == 10 ** 6 - spent["tokens"] > 0
-    parallel = ad.build(cfg, tok, tmp_path / "c.jsonl", progress=False, processes=2)  # spawned processes
+    parallel = ad.build(cfg, tok, tmp_path / "c.jsonl", progress=False, processes=2)  # forked processes
     assert parallel["sha256"] == m["sha256"] and parallel["subsets"] == m["subsets"]

@@ -52,7 +52,7 @@ def rehearsal_config() -> dict:
 
 
 def smk(*args, cwd=ROOT, timeout=600, env=None):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1") if env is None else env  # env: all of it
     return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
@@ -213,6 +213,20 @@ def test_bench_job_threads_are_declared_and_bounded():
 
 
 # ------------------------------------------------------------------------------------------------- the run
+def _check_gated_rows(out: Path) -> None:
+    """The gated model's accuracy rows and Figure 1's sweep points: n/a naming the repository and the fix; its
+    Table 1 row is there, empty, with that note."""
+    for csv in (out / "rehearsal" / "accuracy.csv", out / "rehearsal" / "throughput" / "batch.csv"):
+        rows = load_csv(csv)
+        na = rows[rows["model"] == GATED_MODEL]
+        assert len(na) and set(na["status"]) == {"n/a"}, (csv, na)
+        assert all(GATED_REPO in n and "HF_TOKEN" in n and "gated" in n for n in na["note"]), list(na["note"])
+        assert set(rows.loc[rows["model"] != GATED_MODEL, "status"]) >= {"ok"}
+    md = (out / "tables" / "table1_main.md").read_text()
+    label = rehearsal_config()["models"][GATED_MODEL]["label"]
+    assert any(line.startswith(f"| {label} |") for line in md.splitlines()) and "HF_TOKEN" in md
+
+
 def _check_na_cells(tables_dir: Path, tasks: list[str]) -> None:
     """Every n/a footnote about missing data names data.eval_paths.<task> for each task without data."""
     md = (tables_dir / "table1_main.md").read_text()
@@ -221,16 +235,42 @@ def _check_na_cells(tables_dir: Path, tasks: list[str]) -> None:
     assert "data_path=" not in md
 
 
+GATED_MODEL, GATED_REPO = "llama3.2_1b", "meta-llama/Llama-3.2-1B-Instruct"
+
+
+def online_env(tmp_path: Path, hub_url: str) -> dict:
+    """The environment of a user without a token whose machine reaches the Hub (here: tests/fake_hub.py); a fresh
+    Hugging Face cache, so nothing is read from an earlier download; datasets stay offline."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+    env.update(HF_HUB_OFFLINE="0", HF_ENDPOINT=hub_url, HF_HOME=str(tmp_path / "hf_home"),
+               HF_TOKEN_PATH=str(tmp_path / "no_token"), HF_DATASETS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1",
+               HF_HUB_ETAG_TIMEOUT="5", HF_HUB_DOWNLOAD_TIMEOUT="5")
+    return env
+
+
 @pytest.mark.slow
 def test_rehearsal_runs_the_paper_dag_offline_on_two_cores(tmp_path):
     """The one command of the docs/paper_scale.md's "Rehearsal": every table and figure of paper_figures from stand-ins, on 2
-    CPU cores, offline, labelled as a rehearsal; n/a cells name the config key; Table 1's differences pair each
-    model with its own-size baseline.  About 8 minutes on 2 idle cores of an AMD EPYC (docs/paper_scale.md)."""
+    CPU cores, labelled as a rehearsal; n/a cells name the config key; Table 1's differences pair each model with
+    its own-size baseline.  One model (llama3.2_1b, a Table 1 row and a Figure 1 baseline) is pointed at its gated
+    Hub id, the Hub replaced by tests/fake_hub.py (the real client stack refused over HTTP): its rows and points
+    read n/a naming the repository and HF_TOKEN, and paper_figures still builds everything (issue 39, item 5).
+    About 8 minutes on 2 idle cores of an AMD EPYC (docs/paper_scale.md)."""
+    from fake_hub import FakeHub
+
+    gated = tmp_path / "gated.yaml"
+    gated.write_text(yaml.safe_dump({"models": {GATED_MODEL: {"source": GATED_REPO}}}))
     t0 = time.monotonic()
-    r = smk(*COMMAND, "--config", f"results_dir={tmp_path}", timeout=900)
+    with FakeHub(GATED_REPO) as hub:
+        r = smk(*COMMAND, str(gated), "--config", f"results_dir={tmp_path}", timeout=900,
+                env=online_env(tmp_path, hub.url))
+        asked = hub.asked_for_gated()
     wall = time.monotonic() - t0
     print(f"rehearsal: {wall:.0f} s wall on 2 cores")
     assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+    assert asked  # refused by the (fake) Hub, through the real client
+    _check_gated_rows(tmp_path)
     for kind, names in OUTPUTS.items():
         for name in names:
             first = tmp_path / kind / f"{name}.{'md' if kind == 'tables' else 'png'}"
@@ -246,6 +286,7 @@ def test_rehearsal_runs_the_paper_dag_offline_on_two_cores(tmp_path):
     assert (tmp_path / "rehearsal" / "summary.md").read_text().startswith(f"# {report_specs.REHEARSAL_LABEL}")
     # the columns the offline machine fills with stand-in data; MMLU and GPQA are n/a naming their config key
     acc = load_csv(tmp_path / "rehearsal" / "accuracy.csv")  # "n/a" kept as text
+    acc = acc[acc["model"] != GATED_MODEL]
     ok = set(acc.loc[acc["status"] == "ok", "task"])
     assert {"gsm8k", "humaneval", "mbpp", "ifeval", "minerva_math"} <= ok, ok
     na = acc[acc["status"] == "n/a"]

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -124,8 +125,8 @@ def test_two_node_launch_on_localhost(tmp_path, data_file, single):  # noqa: F81
     cmd = launch_command(env, train_args(tmp_path / "c.yaml", tmp_path / "run") + ["--no-progress"],
                          processes_per_node=1, optim=TrainConfig.from_dict(c).optim, port=free_port(),
                          hostnames=lambda nodelist: ["127.0.0.1", "127.0.0.1"])
-    assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--overlap"]
-    procs = [subprocess.Popen(cmd[4:], env=dict(ENV, SLURM_NODEID=str(rank), **env), cwd=ROOT,
+    assert cmd[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--overlap"]
+    procs = [subprocess.Popen(cmd[5:], env=dict(ENV, SLURM_NODEID=str(rank), **env), cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
@@ -150,14 +151,51 @@ def test_launch_command_one_node():
 
 def test_launch_command_slurm_nodes():
     cmd = launch_command(SLURM2, ARGS, processes_per_node=8, optim=OptimConfig(), hostnames=hosts, python="py")
-    assert cmd == ["srun", "--nodes=2", "--ntasks-per-node=1", "--overlap", "py", "-m", "torch.distributed.run", "--nnodes", "2",
+    assert cmd == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--overlap", "py", "-m",
+                   "torch.distributed.run", "--nnodes", "2",
                    "--nproc-per-node", "8", "--rdzv-backend", "c10d", "--rdzv-endpoint", "gpu01:29400",
                    "--rdzv-id", "77", "-m", *ARGS]
     one = launch_command(SLURM2, ARGS, processes_per_node=8, nodes=1, hostnames=hosts, python="py")
     assert one[3] == "--standalone"  # one node of the allocation asked for
     job = {**SLURM2, "SLURM_NNODES": "1", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "32"}  # in a step
-    assert launch_command(job, ARGS, processes_per_node=8, hostnames=hosts, python="py")[:5] == \
-        ["srun", "--nodes=2", "--ntasks-per-node=1", "--overlap", "--cpus-per-task=32"]
+    assert launch_command(job, ARGS, processes_per_node=8, hostnames=hosts, python="py")[:6] == \
+        ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--overlap", "--cpus-per-task=32"]
+
+
+def test_a_nested_srun_runs_without_the_enclosing_steps_variables(tmp_path, data_file, monkeypatch):  # noqa: F811
+    """The multi-node launch inside snakemake's job step: the srun gets the allocation's identity only (the step's
+    task count would override --nodes), and each node's command fetches the start model before its torchrun."""
+    import subprocess as sp
+
+    from fastdllm_core.training.launch import step_env
+
+    job = {**SLURM2, "SLURM_NNODES": "1", "SLURM_NTASKS": "1", "SLURM_JOB_NUM_NODES": "2", "SLURM_STEP_ID": "0",
+           "SLURM_CPU_BIND": "quiet", "SLURM_GPUS": "8", "SRUN_CPUS_PER_TASK": "4", "SBATCH_GRES": "gpu:8",
+           "CUDA_VISIBLE_DEVICES": "0", "PATH": "/bin", "SLURM_CLUSTER_NAME": "c"}
+    assert step_env(job) == {"SLURM_JOB_ID": "77", "SLURM_CLUSTER_NAME": "c", "CUDA_VISIBLE_DEVICES": "0",
+                             "PATH": "/bin"}
+    seen = {}
+    monkeypatch.setattr(sp, "run", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))
+    train_gpus(TrainConfig.from_dict(run_cfg(data_file)), tmp_path / "run", env=job, hostnames=hosts)
+    cmd = seen["cmd"]
+    assert cmd[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--overlap"]
+    at = cmd.index("fastdllm_core.training.node_start")
+    assert cmd[at + 1:at + 4] == ["--init", "tiny", "--"] and cmd[at + 5:at + 7] == ["-m", "torch.distributed.run"]
+    assert not any(k.startswith(("SRUN_", "SBATCH_")) or k in ("SLURM_NTASKS", "SLURM_NNODES") for k in seen["env"])
+
+
+def test_the_start_model_is_fetched_once_before_the_ranks(tmp_path):
+    from fastdllm_core.training.launch import prefetch_init
+
+    asked = []
+    assert prefetch_init("tiny", download=asked.append) is None and prefetch_init(str(tmp_path), asked.append) is None
+    assert prefetch_init("Qwen/Qwen2.5-7B-Instruct", download=lambda repo, **k: asked.append(repo) or "/snap") == \
+        "/snap" and asked == ["Qwen/Qwen2.5-7B-Instruct"]
+    r = subprocess.run([sys.executable, "-m", "fastdllm_core.training.node_start", "--init", str(tmp_path), "--",
+                        sys.executable, "-c", "import os; print('rank env', os.environ.get('HF_HUB_OFFLINE'))"],
+                       capture_output=True, text=True, cwd=ROOT, env={k: v for k, v in os.environ.items()
+                                                                       if k != "HF_HUB_OFFLINE"})
+    assert r.returncode == 0 and "is local" in r.stdout and "rank env None" in r.stdout, r.stderr
 
 
 @pytest.mark.parametrize("env,kw,match", [

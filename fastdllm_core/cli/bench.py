@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import BLOCK_SIZE, SUB_BLOCK_SIZE, parse_bool
+from ..config import BLOCK_SIZE, DECODE_PATHS, SUB_BLOCK_SIZE, parse_bool
 from .args import add_block_size_arg, add_ignore_eos_arg, add_model_args, add_prompt_file_args, add_truncate_arg
 
 
@@ -37,7 +37,7 @@ def _add_grid_args(g) -> None:
     g.add_argument("--ar-baselines", nargs="+", default=["hf", "hf_static"],
                    help="hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static (this "
                         "project's static cache + captured one-token forward)")
-    g.add_argument("--decode-paths", nargs="+", default=["eager"], choices=["eager", "static"],
+    g.add_argument("--decode-paths", nargs="+", default=["eager"], choices=list(DECODE_PATHS),
                    help="bd rows: eager and/or static (fixed shapes over a static cache, CUDA graphs on a GPU)")
     g.add_argument("--thresholds", nargs="+", type=float, default=[1.0, 0.95, 0.9, 0.8, 0.7, 0.5])
     g.add_argument("--sub-block-sizes", nargs="+", type=int, default=[2, 4, 8, 16, 32])

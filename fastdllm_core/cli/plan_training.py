@@ -117,7 +117,8 @@ def breakdown(rows) -> str:
         m = p.used
         out.append(f"{name} ({p.engine}): params {_gb(m.params)} + compute copy {_gb(m.compute_copy)} + grads "
                    f"{_gb(m.grads)} + AdamW {_gb(m.optimizer)} + activations {_gb(m.activations)} + logits "
-                   f"{_gb(m.logits)} = {_gb(m.total)} GB (x{HEADROOM} = {_gb(int(m.total * HEADROOM))} of "
+                   f"{_gb(m.logits)}{f' + DDP buckets {_gb(m.buckets)}' if m.buckets else ''} = {_gb(m.total)} GB "
+                   f"(x{HEADROOM} = {_gb(int(m.total * HEADROOM))} of "
                    f"{_gb(p.gpu_bytes)} GB)")
     return "\n".join(out)
 

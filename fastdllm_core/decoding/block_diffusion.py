@@ -274,7 +274,7 @@ class _BlockDecoder:
             generated_tokens=[len(s) for s in sequences], nfe=sum(self.nfe.values()),
             row_nfe=self.row_part.tolist(), wall_time_s=wall, row_latency_s=self.row_latency,
             steps_per_block=self.steps_per_block, nfe_breakdown=self.nfe, host_syncs=self.syncs,
-            forward_time_s=self.engine.forward_time, capture_time_s=getattr(self.engine, "capture_time", 0.0),
+            forward_time_s=self.engine.forward_time, capture_time_s=self.engine.capture_time,
         )
         return GenerationOutput(sequences, stats)
 

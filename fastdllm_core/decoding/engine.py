@@ -66,6 +66,7 @@ class _CachedEngine:
         self.cache_kw = cache_kwarg(model)
         self.profile = profile
         self.forward_time = 0.0
+        self.capture_time = 0.0  # seconds capturing CUDA graphs: none on the eager path
 
     def _run(self, ids, start, write_pos, visible, spec, keep):
         dev = ids.device
@@ -171,6 +172,7 @@ class _ReferenceEngine:
         self.model, self.D = model, block_size
         self.context: torch.Tensor | None = None  # committed tokens [B, P]
         self.forward_time = 0.0
+        self.capture_time = 0.0
 
     def _full(self, blk: torch.Tensor) -> torch.Tensor:
         seq = blk if self.context is None else torch.cat([self.context, blk], dim=1)

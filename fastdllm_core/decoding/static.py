@@ -102,10 +102,6 @@ class StaticKVCache:
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.visible_len
 
-    def zero_(self) -> None:
-        for t in self.k + self.v:
-            t.zero_()
-
 
 class _Shape:
     """The input buffers of one forward shape and, on CUDA, its captured graph."""

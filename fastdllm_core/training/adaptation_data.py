@@ -233,15 +233,18 @@ def _take(job: tuple) -> dict:
 
 @contextlib.contextmanager
 def _mapper(processes: int, jobs: int):
-    """A ``map(fn, jobs)``: in this process, or over one pool of ``processes`` spawned processes (tokenizers and
-    forks do not mix) kept for every round of the build."""
+    """A ``map(fn, jobs)``: in this process, or over one pool of ``processes`` forked processes kept for every
+    round of the build.  Forked, not spawned: a spawned child re-runs the parent's ``__main__`` (under Snakemake
+    the job's script, which fails outside its job); the tokenizers' own threads are off in the children
+    (``TOKENIZERS_PARALLELISM=false``, set before the fork)."""
     if processes <= 1 or jobs <= 1:
         yield lambda fn, js: [fn(j) for j in js]
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(min(processes, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    with ProcessPoolExecutor(min(processes, jobs), mp_context=multiprocessing.get_context("fork")) as ex:
         yield lambda fn, js: list(ex.map(fn, js))
 
 

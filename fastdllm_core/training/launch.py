@@ -68,11 +68,28 @@ def launch_command(env: Mapping[str, str], train_args: list[str], *, processes_p
     if len(hosts) < n_nodes:
         raise ValueError(f"SLURM_JOB_NODELIST={env['SLURM_JOB_NODELIST']!r} names {len(hosts)} host(s), "
                          f"{n_nodes} needed")
-    # --overlap: the job's own step (snakemake's jobstep srun) holds the first node's CPUs and GPUs
+    # a job step as SLURM documents one: its nodes and tasks explicit (one task, one torchrun, per node), run with
+    # step_env (the enclosing step's SLURM_* removed, as the jobstep executor does for its own srun); --overlap:
+    # the job's own step (snakemake's jobstep srun) holds the first node's CPUs and GPUs
     cpus = [f"--cpus-per-task={env['SLURM_CPUS_PER_TASK']}"] if env.get("SLURM_CPUS_PER_TASK") else []
-    return ["srun", f"--nodes={n_nodes}", "--ntasks-per-node=1", "--overlap", *cpus, *torchrun, "--nnodes", str(n_nodes),
-            "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{port}",
-            "--rdzv-id", env["SLURM_JOB_ID"], "-m", *train_args]
+    return ["srun", f"--nodes={n_nodes}", f"--ntasks={n_nodes}", "--ntasks-per-node=1", "--overlap", *cpus,
+            *torchrun, "--nnodes", str(n_nodes), "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"{hosts[0]}:{port}", "--rdzv-id", env["SLURM_JOB_ID"], "-m", *train_args]
+
+
+# what a nested srun may inherit: the allocation's identity (the jobstep executor's own list)
+STEP_KEEP = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
+             "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP", "SLURM_CLUSTER_NAME", "SLURM_SUBMIT_DIR",
+             "SLURM_SUBMIT_HOST")
+
+
+def step_env(env: Mapping[str, str]) -> dict:
+    """``env`` for a nested ``srun``: every ``SLURM_*`` of the enclosing step (its task count, nodes, CPU binding,
+    GPUs) dropped but the allocation's identity (:data:`STEP_KEEP`), and every ``SRUN_*`` / ``SBATCH_*`` default,
+    as snakemake-executor-plugin-slurm-jobstep does before its own ``srun``: the step's values would override
+    the flags of the new step (``SLURM_NTASKS=1`` against ``--nodes=8``)."""
+    return {k: v for k, v in env.items()
+            if not ((k.startswith("SLURM_") and k not in STEP_KEEP) or k.startswith(("SRUN_", "SBATCH_")))}
 
 
 def gpus_on_node(env: Mapping[str, str]) -> int:
@@ -105,19 +122,47 @@ def train_launched(cfg: TrainConfig, output_dir: str | Path, command: Callable[[
     return output_dir / "final"
 
 
-def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] | None = None) -> Path:
+def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] | None = None,
+               hostnames: Callable[[str], list[str]] = slurm_hostnames) -> Path:
     """Train on every GPU of the job's allocation: one process per GPU of the node, on every node of a SLURM
-    allocation (:func:`launch_command`); in this process when that is one GPU."""
+    allocation (:func:`launch_command`); in this process when that is one GPU.  The start model is fetched before
+    any rank starts (:func:`prefetch_init`): here on one node, by each node's :mod:`.node_start` on several, whose
+    ``srun`` runs with :func:`step_env`."""
     env = dict(os.environ if env is None else env)
     per_node = gpus_on_node(env)
 
     def command(args: list[str]) -> list[str]:  # checks the batch split and the allocation (named errors)
-        return launch_command(env, args, processes_per_node=per_node, optim=cfg.optim)
+        return launch_command(env, args, processes_per_node=per_node, optim=cfg.optim, hostnames=hostnames)
 
     launcher = command([])[0]  # the named errors, before any process starts or any directory is made
-    if per_node == 1 and launcher != "srun":
-        return train(cfg, output_dir)
-    return train_launched(cfg, output_dir, command, env)
+    if launcher != "srun":  # one node: the start model fetched here, its ranks read the cache
+        fetched = prefetch_init(cfg.model.init)
+        if per_node == 1:
+            return train(cfg, output_dir)
+        return train_launched(cfg, output_dir, command, dict(env, HF_HUB_OFFLINE="1") if fetched else env)
+
+    def node_command(args: list[str]) -> list[str]:  # each node fetches, then execs its torchrun (.node_start)
+        cmd = command(args)
+        at = cmd.index(sys.executable)
+        return [*cmd[:at], sys.executable, "-m", "fastdllm_core.training.node_start", "--init", cfg.model.init, "--",
+                *cmd[at:]]
+
+    return train_launched(cfg, output_dir, node_command, step_env(env))
+
+
+def prefetch_init(init: str, download=None) -> str | None:
+    """Download the start model's files once, in the launching process, before any rank starts (a Hub id; a local
+    directory or ``tiny`` needs nothing): the ranks then read the Hugging Face cache, which must be on a file
+    system every node sees (``HF_HOME``), instead of 64 processes asking the Hub at once.  Returns the snapshot
+    directory, or None when there is nothing to fetch."""
+    if init == "tiny" or Path(init).exists():
+        return None
+    if download is None:
+        from huggingface_hub import snapshot_download as download
+    from ..hub_access import hub_guard
+
+    with hub_guard(init):
+        return download(init, allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.py"])
 
 
 def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: int) -> Path:

@@ -137,9 +137,27 @@ def make_accelerator(run: RunConfig, o: OptimConfig):
     if run.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"train.device={run.device!r} but no CUDA device is available")
     mixed = "bf16" if (not cpu and run.dtype in ("auto", "bf16", "bfloat16")) else "no"
-    accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
+    accelerator = Accelerator(cpu=cpu, mixed_precision=mixed, kwargs_handlers=[process_group_timeout()])
     check_split(o, accelerator.num_processes)
     return accelerator
+
+
+PG_TIMEOUT_S = 7200.0  # FASTDLLM_PG_TIMEOUT_S: covers rank 0 consolidating and writing a 7B while the others wait
+
+
+def process_group_timeout():
+    """The collectives' timeout (torch's default: 10 min under NCCL), long enough for the slowest wait of a run:
+    the other ranks at the barrier while rank 0 gathers and writes the final model."""
+    from datetime import timedelta
+
+    from accelerate.utils import InitProcessGroupKwargs
+
+    raw = os.environ.get("FASTDLLM_PG_TIMEOUT_S") or PG_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"FASTDLLM_PG_TIMEOUT_S={raw!r} is not a number of seconds") from None
+    return InitProcessGroupKwargs(timeout=timedelta(seconds=seconds))
 
 
 def prepare(engine, model, o: OptimConfig):

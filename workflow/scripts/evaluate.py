@@ -62,19 +62,20 @@ with logged(snakemake):  # noqa: F821
         if any((t, pt) not in sharded for t, pt, *_ in todo):
             from fastdllm_core.evaluation import TaskUnavailable
             from fastdllm_core.evaluation.runner import check_data
-            from fastdllm_core.model import load_model
 
             for task in dict.fromkeys(t for t, pt, *_ in todo if (t, pt) not in sharded):
                 try:  # bad data (a missing field, a line that is not JSON, an empty file) fails here, before the load
                     check_data(task, p.data_paths[task])
                 except TaskUnavailable:
                     pass  # becomes an n/a row per point below
-            loaded = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
+            loaded, reason = jobs.load_for_evaluation(p, config, device)  # a gated model: n/a rows, not a failure
         for task, point, key, bkey in todo:
             cache = Path(p.cache_dir) / task
             if (task, point) in sharded:
                 rows = merged_rows([shard_files[s] for s in sharded[(task, point)]])
                 print(f"{task} {point}: merged from {len(sharded[(task, point)])} shards")
+            elif loaded is None:
+                rows = jobs.na_rows(p, config, reason, {task: [point]})
             else:
                 rows = eval_point.run_point(loaded, p, config, task, point, p.data_paths[task], device, cache / point)
             write_csv_atomic(cache / f"{point}.csv", rows)

@@ -32,17 +32,17 @@ with logged(snakemake):  # noqa: F821
     progress = cache / f"{sm.wildcards.shard}.progress" / key[:16]
     from fastdllm_core.evaluation import TaskUnavailable
     from fastdllm_core.evaluation.runner import check_data
-    from fastdllm_core.model import load_model
 
     try:
         check_data(task, p.data_path)
     except TaskUnavailable:
         pass  # an n/a row below
-    loaded = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))
+    loaded, reason = jobs.load_for_evaluation(p, config, device)  # a gated model: n/a rows, not a failure
     out_dir = cache / sm.wildcards.shard
     # shard 1 of 1: the whole point in its own job (any task)
-    rows = eval_point.run_point(loaded, p, config, task, point, p.data_path, device, out_dir,
-                                shard=(sj["k"], sj["n"]) if sj["n"] > 1 else None, progress=str(progress / "requests"))
+    rows = jobs.na_rows(p, config, reason, {task: [point]}) if loaded is None else eval_point.run_point(
+        loaded, p, config, task, point, p.data_path, device, out_dir, shard=(sj["k"], sj["n"]) if sj["n"] > 1 else None,
+        progress=str(progress / "requests"))
     samples_file = out_dir / "samples.jsonl"
     ok = any(r["status"] == "ok" for r in rows)
     samples = [json.loads(line) for line in open(samples_file)] if ok else []

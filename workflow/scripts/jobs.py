@@ -147,16 +147,37 @@ def dag_na_reason(task: str, reason: str) -> str:
     return out if key in out else f"{out} (set {key} in the config to a local copy)"
 
 
-def write_na_rows(out_csv, p, config: dict, reason: str) -> None:
-    """The job of a model that cannot be trained here (``reason`` names the keys to set):
-    one ``n/a`` row per task and point, nothing loaded, so that its table row says why it is empty."""
-    from fastdllm_core.provenance import run_metadata, write_csv_atomic
+def na_rows(p, config: dict, reason: str, points: dict) -> list[dict]:
+    """One ``n/a`` row per task and point of ``points`` (task -> points), ``note`` = ``reason``: a model that
+    cannot be trained here (the keys to set) or loaded (a Hub refusal: the repository and ``HF_TOKEN``)."""
+    from fastdllm_core.provenance import run_metadata
 
     m = config["models"][p.model]
-    rows = [{"model": p.model, "model_label": p.label, "task": task, "metric": "", "value": "", "n": 0,
+    return [{"model": p.model, "model_label": p.label, "task": task, "metric": "", "value": "", "n": 0,
              "status": "n/a", "note": reason, "mode": p.mode, "max_new_tokens": "", "model_key": p.model,
              "scale": config["scale"], "point": point, "model_group": m.get("seed_of", p.model), "train_seed": "",
              "model_source": "", **run_metadata({"task": task, "point": point}, seed=config["seed"])}
-            for task, points in p.points.items() for point in points]
+            for task, pts in points.items() for point in pts]
+
+
+def load_for_evaluation(p, config: dict, device: str):
+    """``(loaded model, "")``, or ``(None, reason)`` when it cannot be loaded (a gated or missing Hub model:
+    fastdllm_core.bench.unavailable.load_or_reason), so that its rows read n/a and every table still builds."""
+    from fastdllm_core.bench.unavailable import load_or_reason
+    from fastdllm_core.model import load_model
+
+    loaded, reason = load_or_reason(lambda: load_model(p.source, device=device, dtype=config.get("dtype", "auto")),
+                                    p.source)
+    if loaded is None:
+        print(f"{p.model}: not loaded, its rows are n/a: {reason}")
+    return loaded, reason
+
+
+def write_na_rows(out_csv, p, config: dict, reason: str) -> None:
+    """The job of a model that cannot be trained here (``reason`` names the keys to set):
+    one ``n/a`` row per task and point, nothing loaded, so that its table row says why it is empty."""
+    from fastdllm_core.provenance import write_csv_atomic
+
+    rows = na_rows(p, config, reason, p.points)
     write_csv_atomic(out_csv, rows)
     print(f"{p.model}: {len(rows)} n/a rows ({reason}) -> {out_csv}")
