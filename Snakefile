@@ -3,6 +3,7 @@
 #   snakemake --cores all                          # = paper_figures on the embedded default (tiny, CPU, offline)
 #   snakemake --cores all --configfile config/paper.yaml --profile profiles/slurm   # paper scale
 #   snakemake --cores all table1_main              # one table (or any figure rule) alone
+#   snakemake --cores all budget_study             # the adaptation-budget study (results/budget_study/)
 #   snakemake --report results/report.html         # HTML report of the tables and figures
 from snakemake.utils import min_version
 
@@ -26,6 +27,7 @@ wildcard_constraints:
     task="[a-z0-9_]+",
     sweep="[a-z0-9_]+",
     kind="single_turn|multi_turn",
+    snapshot="[A-Za-z0-9][A-Za-z0-9_.+-]*",
 
 
 rule paper_figures:
@@ -45,6 +47,12 @@ include: "workflow/rules/throughput.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/reports.smk"
 include: "workflow/rules/release.smk"
+
+
+# the budget study (its own target, never in paper_figures' path); no rule without `budget_study:`
+if config.get("budget_study"):
+
+    include: "workflow/rules/budget_study.smk"
 
 
 # stand-in checkpoints and data of a rehearsal (config/rehearsal.yaml); no job without `standins:`

@@ -9,11 +9,10 @@ from _log import logged  # noqa: E402
 with logged(snakemake):  # noqa: F821
     import torch
 
+    import bench_run
     import jobs
     import plan
-    import plan_points
     from fastdllm_core import bench
-    from fastdllm_core.config import MDM_MODES, DecodeConfig
     from fastdllm_core.provenance import write_csv_atomic
 
     sm = snakemake  # noqa: F821
@@ -52,27 +51,10 @@ with logged(snakemake):  # noqa: F821
         prompts = bench.encode_prompts(bm.tokenizer, texts)
         print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {prompts_from}")
         for run in runs:
-            d = DecodeConfig.from_dict(dict(run["decode"]))
-            # ar / bd: the sweep's own grid; a masked-diffusion sampler (llada, dream, Fast-dLLM v1): its point,
-            # whose generation length is its own
-            mdm = run["mode"] in MDM_MODES
-            cfg = bench.SweepConfig(
-                modes=() if mdm else (run["mode"],), ar_baselines=(bcfg.get("ar_baseline", "hf"),),
-                decode_paths=(bcfg.get("decode_path", "eager"),),
-                points=(plan_points.point_name(run["mode"], run["decode"]),) if mdm else (),
-                thresholds=(float(d.threshold if d.threshold is not None else 1.0),),
-                sub_block_sizes=(int(d.sub_block_size),), sub_block_cache=(bool(d.use_sub_block_cache),),
-                batch_sizes=(int(run["batch_size"]),), block_size=None if mdm else int(d.block_size),
-                max_new_tokens=int(bcfg["max_new_tokens"]), grid="cross", warmup=int(bcfg.get("warmup", 1)),
-                repeats=int(bcfg.get("repeats", 1)), profile=False, seed=int(config["seed"]))
             meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}
-            out = bench.run_sweep(bm, prompts, cfg=cfg, prompt_set=f"{p.prompts_task}[:{len(prompts)}]",
-                                  progress=True, meta_config=meta)
-            for r in out:
-                r.update(model_source=r["model"], model=model, sweep=sm.wildcards.sweep, scale=config["scale"],
-                         prompts_source=str(prompts_from), status="ok", note="")
-                if r["mode"] == "ar":  # AR rows carry the sweep's decode columns empty: they do not apply
-                    r.update(threshold="", sub_block_size="", use_sub_block_cache="")
+            out = bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{p.prompts_task}[:{len(prompts)}]",
+                                    meta, dict(model=model, sweep=sm.wildcards.sweep, scale=config["scale"],
+                                               prompts_source=str(prompts_from)))
             rows += out
             print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
     if not any(r["status"] == "ok" for r in rows):  # nothing measured: the job fails naming every reason

@@ -1,0 +1,122 @@
+# The budget study (config budget_study:, workflow/lib/budget_study.py): the recipe and its NTP baseline at
+# growing adaptation budgets, one training run per chain whose snapshots are the budgets; its own target, never in
+# paper_figures' path.  results/budget_study/: the tidy CSVs, the table and the figure.
+
+
+rule budget_study:
+    """The budget study's table and figure (results/budget_study/): accuracy gap to the AR base per task, tokens
+    per forward at the speed threshold and batch-1 speed against AR, against adaptation tokens per parameter."""
+    input:
+        f"{STUDY_OUT}/budget_study.md",
+        f"{STUDY_OUT}/budget_study.png",
+
+
+rule budget_data:
+    """The study's adaptation set: the synthetic suite's adaptation rows, budget_study.n_adapt per task (about one
+    pass at the largest budget), drawn from the training problems only (the test sets are the default's)."""
+    output:
+        f"{STUDY_DIR}/data/adapt.jsonl",
+    params:
+        seed=SYN.get("seed", 0),
+        n_eval=SYN.get("n_eval", 256),
+        n_adapt=lambda wc: budget_study.data_rows(config),
+    log:
+        f"{LOGS}/budget_study/data.log",
+    threads: 1
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/budget_data.py"
+
+
+rule budget_train:
+    """One snapshot: the chain's run (budget_study/runs/<chain>) trained to this budget's steps, resuming from the
+    previous snapshot's checkpoint, and its final checkpoint kept as the snapshot."""
+    input:
+        unpack(study_snapshot_inputs),
+    output:
+        model=directory(f"{STUDY_DIR}/models/{{snapshot}}"),
+        metrics=f"{STUDY_DIR}/metrics/{{snapshot}}.csv",
+    params:
+        cfg=lambda wc: budget_study.train_config(config, STUDY_SNAPSHOTS[wc.snapshot]["chain"],
+                                                 [f"{STUDY_DIR}/data/adapt.jsonl"]),
+        snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
+        chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
+        run_dir=lambda wc: f"{STUDY_DIR}/runs/{STUDY_SNAPSHOTS[wc.snapshot]['chain']}",
+    log:
+        f"{LOGS}/budget_study/train/{{snapshot}}.log",
+    benchmark:
+        f"{STUDY_DIR}/benchmarks/train/{{snapshot}}.tsv"
+    threads: 1
+    priority: lambda wc: budget_study.priority(config, STUDY_SNAPSHOTS[wc.snapshot])
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=lambda wc, attempt: budget_study.runtime_minutes(config, STUDY_SNAPSHOTS[wc.snapshot], attempt),
+        gpu=GPU,
+    script:
+        "../scripts/budget_train.py"
+
+
+rule budget_point:
+    """A snapshot's accuracy on every stand-in (all test items; block diffusion at the accuracy setting and at the
+    speed setting) and its batch-1 speed against the AR base's, both measured in this job."""
+    input:
+        model=f"{STUDY_DIR}/models/{{snapshot}}",
+        ar=plan.model_inputs(config, plan.role(config, "speed_ar")),
+        data=[f for t in plan.SYNTH_TASKS for f in task_inputs(t)],
+    output:
+        accuracy=f"{STUDY_DIR}/points/{{snapshot}}.accuracy.csv",
+        speed=f"{STUDY_DIR}/points/{{snapshot}}.speed.csv",
+    params:
+        snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
+        chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
+        data_paths={t: task_data(t) for t in plan.SYNTH_TASKS},
+        ar_key=plan.role(config, "speed_ar"),
+        ar_source=plan.model_source(config, plan.role(config, "speed_ar")),
+        cache_dir=lambda wc: f"{STUDY_DIR}/points/{wc.snapshot}",
+        verdict_cache=f"{R}/cache/verdicts",
+    log:
+        f"{LOGS}/budget_study/points/{{snapshot}}.log",
+    benchmark:
+        f"{STUDY_DIR}/benchmarks/points/{{snapshot}}.tsv"
+    threads: 1
+    priority: 100  # a finished snapshot is scored before the next training starts
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=model_runtime,
+        gpu=GPU,
+    script:
+        "../scripts/budget_point.py"
+
+
+rule budget_report:
+    """The study's tidy CSVs (every accuracy and speed row, one summary row per model, lever, budget and task) and
+    its table and figure: pure functions of those CSVs (analysis/budget_study.py)."""
+    input:
+        accuracy=[f"{STUDY_DIR}/points/{s}.accuracy.csv" for s in STUDY_SNAPSHOTS],
+        speed=[f"{STUDY_DIR}/points/{s}.speed.csv" for s in STUDY_SNAPSHOTS],
+        metrics=[f"{STUDY_DIR}/metrics/{s}.csv" for s in STUDY_SNAPSHOTS],
+        ar=plan_points.accuracy_path(config, plan.role(config, "speed_ar")),
+    output:
+        rows=f"{STUDY_OUT}/budget_study_rows.csv",
+        summary=f"{STUDY_OUT}/budget_study.csv",
+        md=f"{STUDY_OUT}/budget_study.md",
+        png=f"{STUDY_OUT}/budget_study.png",
+        pdf=f"{STUDY_OUT}/budget_study.pdf",
+    log:
+        f"{LOGS}/budget_study/report.log",
+    threads: 1
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/budget_report.py"
