@@ -31,6 +31,14 @@ def _num(df: pd.DataFrame, cols) -> pd.DataFrame:
     return df
 
 
+def _levers(df: pd.DataFrame) -> pd.DataFrame:
+    """``lever`` and ``lever_value`` as text, empty for the models' own runs (read back from CSV as NaN)."""
+    df = df.copy()
+    for c in ("lever", "lever_value"):
+        df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str) if c in df else ""
+    return df
+
+
 def _interval(values: list[float], n: int) -> tuple[float, float, float]:
     return seed_interval([float(v) for v in values], int(n))
 
@@ -103,16 +111,15 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, ar:
     """The long summary: per model, lever and budget, ``accuracy`` (at ``points['accuracy']``, against the AR
     base), ``accuracy_speed`` (block diffusion at ``points['speed']``, against its own accuracy setting),
     ``tokens_per_forward`` at the speed setting and ``speedup_b1`` (batch-1 tokens/s over the AR base's)."""
-    acc = _num(acc.fillna({"lever": "", "lever_value": ""}), ["value", "n", "budget", "train_seed", "n_params"])
-    speed = _num(speed.fillna({"lever": "", "lever_value": ""}), ["budget", "speedup_vs_main_ar"])
-    metrics = _num(metrics.fillna({"lever": "", "lever_value": ""}), ["budget", "step", "passes", "loss"])
+    acc = _num(_levers(acc), ["value", "n", "budget", "train_seed", "n_params"])
+    speed = _num(_levers(speed), ["budget", "speedup_vs_main_ar"])
+    metrics = _num(_levers(metrics), ["budget", "step", "passes", "loss"])
     ref, rows = reference(ar, columns), []
     acc = acc.rename(columns={"model": "snapshot_model"}).rename(columns={"model_group": "model"})
     for key, g in acc.groupby(KEYS, sort=True):
         base = dict(zip(KEYS, key))
         m = metrics[(metrics["model_group"] == base["model"]) & (metrics["budget"] == base["budget"])
-                    & (metrics["lever"] == base["lever"]) & (metrics["lever_value"].astype(str)
-                                                             == str(base["lever_value"]))]
+                    & (metrics["lever"] == base["lever"]) & (metrics["lever_value"] == base["lever_value"])]
         last = m.sort_values("step").groupby("snapshot").tail(1)
         base.update(budget_tokens=int(g["budget_tokens"].iloc[0]), n_params=int(g["n_params"].iloc[0]),
                     tokens_per_param=float(g["budget_tokens"].iloc[0]) / float(g["n_params"].iloc[0]),
@@ -120,9 +127,10 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, ar:
                     final_loss=float(last["loss"].mean()) if len(last) else None)
         acc_point = points["accuracy"] if (g["mode"] == "bd").any() else "ar"
         cols = _column_values(g, columns, acc_point)
-        rows += _rows(base, "accuracy", cols, ref)
+        accuracy = _rows(base, "accuracy", cols, ref)
+        rows += accuracy
         if (g["mode"] == "bd").any():
-            own = {r["column"]: (r["value"], r["ci_low"], r["ci_high"]) for r in rows[-len(cols) - 1:]}
+            own = {r["column"]: (r["value"], r["ci_low"], r["ci_high"]) for r in accuracy}
             rows += _rows(base, "accuracy_speed", _column_values(g, columns, points["speed"]), own)
             tpf = _tokens_per_forward(g, points["speed"])
             rows.append(dict(base, quantity="tokens_per_forward", column="all", value=tpf, seeds=g["train_seed"].nunique()))
@@ -191,7 +199,7 @@ def _series(summary: pd.DataFrame, quantity: str, column: str):
 def _paper_marks(ax) -> None:
     for i, (name, x) in enumerate(PAPER_RATIOS.items()):
         ax.axvline(x, color="#c44e52", ls=":", lw=1)
-        ax.text(x, 0.98 - 0.08 * i, f" {name} (paper)", color="#c44e52", fontsize=7, va="top",
+        ax.text(x, 0.98 - 0.08 * i, f" {name}", color="#c44e52", fontsize=7, va="top",
                 transform=ax.get_xaxis_transform())
 
 
@@ -212,33 +220,36 @@ def figure(summary: pd.DataFrame, png, pdf, recipe: str, speed_threshold: float,
 
     from .plotting import save
 
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.6))
-    a, b, c, d = axes
+    fig, grid = plt.subplots(2, 2, figsize=(13, 9.5))
+    (a, b), (c, d) = grid
+    axes = grid.ravel()
     for col, g in ((k, v) for k, v in _one_model(summary, recipe, "accuracy").items() if k != "avg"):
         a.plot(g["tokens_per_param"], g["difference"], marker="o", label=col)
-    a.set_title(f"(a) {recipe}: accuracy gap to the AR base per stand-in")
+    a.set_title(f"(a) {recipe}: accuracy gap to the AR base\nper stand-in (mean over seeds)", fontsize=10)
     for label, g in _series(summary, "accuracy", "avg").items():
         g = g.assign(gap=g["difference"], ci_low=g["ci_low"] - g["ref_value"], ci_high=g["ci_high"] - g["ref_value"])
         _errorbars(b, g, "gap", label)
-    b.set_title("(b) Avg. gap to the AR base (95% interval of the model's Avg.)")
+    b.set_title("(b) Avg. gap to the AR base\n(95% interval of the model's Avg.)", fontsize=10)
     for label, g in _series(summary, "tokens_per_forward", "all").items():
         c.plot(g["tokens_per_param"], g["value"], marker="o", label=label)
     c.axhline(1.0, color="grey", lw=0.8)
-    c.set_title(f"(c) tokens per forward at threshold {speed_threshold:g}")
+    c.set_title(f"(c) tokens per forward at threshold {speed_threshold:g}\n(block diffusion)", fontsize=10)
     for label, g in _series(summary, "speedup_b1", "all").items():
         _errorbars(d, g, "value", label)
     d.axhline(1.0, color="grey", lw=0.8)
-    d.set_title("(d) batch-1 tokens/s over the AR base's (range over seeds)")
+    d.set_title("(d) batch-1 tokens/s over the AR base's\n(timed in one job; range over seeds)", fontsize=10)
     for ax in (a, b):
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.set_ylabel("points")
+    xs = summary["tokens_per_param"].dropna().astype(float).tolist() + list(PAPER_RATIOS.values())
     for ax in axes:
         ax.set_xscale("log")
+        ax.set_xlim(min(xs) / 1.6, max(xs) * 1.6)
         ax.set_xlabel("adaptation tokens per parameter")
         _paper_marks(ax)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower left")
-    fig.text(0.01, -0.04, footer, fontsize=8, ha="left", va="top", wrap=True)
+    fig.text(0.01, -0.01, footer, fontsize=8, ha="left", va="top", wrap=True)
     fig.tight_layout()
     save(fig, png, pdf)
 

@@ -43,6 +43,18 @@ def measure(acc: pd.DataFrame, members: list[str], task: str, metric: str, decod
     return {"mean": mean, "lo": lo, "hi": hi, "values": values, "n": int(n), "why": why}
 
 
+def average_cell(parts: list[dict]) -> dict:
+    """The Avg. column (Table 1's): the mean of the columns' means, their half-widths added in quadrature over
+    their count; per seed, the mean of that seed's columns."""
+    if not parts or any(p.get("mean") is None for p in parts):
+        return {"mean": None, "why": "a column is n/a"}
+    k = len(parts)
+    mean = sum(p["mean"] for p in parts) / k
+    half = sum(((p["hi"] - p["lo"]) / 2) ** 2 for p in parts) ** 0.5 / k
+    values = [sum(v) / k for v in zip(*(p["values"] for p in parts))]
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "values": values, "n": parts[0]["n"], "why": ""}
+
+
 def cell(c: dict, per_seed: bool = False) -> str:
     if c.get("mean") is None:
         return NA
@@ -74,7 +86,10 @@ def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
         rows.append([g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols])
     ns = sorted({c.get("n") for c in cells.values() if c.get("n")})
     out = ["## Accuracy (Tables 1 and 2)", "",
-           f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']}", ""]
+           f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']} "
+           f"Avg.: the mean of the {len(cols) - 1} columns before it (the paper's Table 1 Avg. also counts GPQA), "
+           "their half-widths added in quadrature over their count. How these gaps change with the adaptation "
+           "budget: docs/budget_study.md (`snakemake --cores all budget_study`).", ""]
     out += _table(["model", "seeds"] + [c["title"] for c in cols], rows)
     if any(len(g["members"]) > 1 for g in spec["groups"]):
         out += ["", "Per seed (" + ", ".join(map(str, spec["seeds"])) + "):", ""]
@@ -181,6 +196,9 @@ def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.Da
     ``fingerprint``: the source fingerprint of the code that made the results."""
     cells = {(g["model"], c["id"]): measure(acc, g["members"], c["task"], c["metric"], group_decode(g, c["task"]))
              for g in spec["groups"] for c in spec["columns"]}
+    for g in spec["groups"]:
+        cells[(g["model"], "avg")] = average_cell([cells[(g["model"], c["id"])] for c in spec["columns"]])
+    spec = dict(spec, columns=list(spec["columns"]) + [{"id": "avg", "title": "Avg."}])
     lines = [f"# {spec['title']}", "", spec["intro"], ""]
     lines += _accuracy(spec, acc, cells) + [""]
     lines += _comparisons(spec, cells) + [""]

@@ -326,6 +326,28 @@ def test_end_to_end_ci_config(tmp_path):
     assert set(acc["status"]) <= {"ok", "n/a"}
     r2 = smk("-n", *args)
     assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
+    _budget_study_end_to_end(tmp_path)
+
+
+def _budget_study_end_to_end(tmp_path):
+    """The budget study's target on the run above (its AR base and test sets): every snapshot trained, scored and
+    timed, the table and figure written; then a no-op."""
+    import pandas as pd
+
+    args = ("--cores", "2", "--configfile", "config/ci.yaml", "tests/data/budget_study_ci.yaml", "--config",
+            f"results_dir={tmp_path}")
+    r = smk("budget_study", *args, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    md = (tmp_path / "budget_study" / "budget_study.md").read_text()
+    for row in ("| bd_pad_cm | 1x |", "| bd_pad_cm | 2x |", "| ntp | 2x |", "| bd_pad_cm [lr = 0.001] | 2x |"):
+        assert row in md
+    summary = pd.read_csv(tmp_path / "budget_study" / "budget_study.csv")
+    bd = summary[(summary["model"] == "bd_pad_cm") & summary["lever"].isna()]
+    assert set(bd["quantity"]) == {"accuracy", "accuracy_speed", "tokens_per_forward", "speedup_b1"}
+    assert sorted(bd["budget"].unique()) == [1, 2] and (bd["tokens_per_param"] > 0).all()
+    assert (tmp_path / "budget_study" / "budget_study.png").stat().st_size > 0
+    r2 = smk("budget_study", "-n", *args)
+    assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
 
 
 @pytest.mark.parametrize("which", ["default", "paper"])
