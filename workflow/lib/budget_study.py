@@ -167,6 +167,14 @@ def priority(config: dict, snapshot: dict) -> int:
     return len(names) - names.index(snapshot["chain"])
 
 
+def row_fields(name: str, snapshot: dict, chain: dict) -> dict:
+    """What every accuracy and speed row of snapshot ``name`` carries: its chain, lever, budget and seed."""
+    lever = chain["lever"] or {}
+    return {"snapshot": name, "chain": snapshot["chain"], "lever": lever.get("name", ""),
+            "lever_value": lever.get("value", ""), "budget": snapshot["budget"], "budget_tokens": snapshot["tokens"],
+            "train_seed": chain["seed"], "model_group": chain["model"]}
+
+
 def runtime_minutes(config: dict, snapshot: dict, attempt: int) -> int:
     """A snapshot job's SLURM/resource runtime: its chain's estimate (it trains at most that far), doubled."""
     return int(math.ceil(2 * estimate_minutes(config, snapshot["chain"]) + 10)) * attempt

@@ -64,20 +64,16 @@ rule budget_train:
 
 rule budget_point:
     """A snapshot's accuracy on every stand-in (all test items; block diffusion at the accuracy setting and at the
-    speed setting) and its batch-1 speed against the AR base's, both measured in this job."""
+    speed setting, which gives its tokens per forward)."""
     input:
         model=f"{STUDY_DIR}/models/{{snapshot}}",
-        ar=plan.model_inputs(config, plan.role(config, "speed_ar")),
         data=[f for t in plan.SYNTH_TASKS for f in task_inputs(t)],
     output:
-        accuracy=f"{STUDY_DIR}/points/{{snapshot}}.accuracy.csv",
-        speed=f"{STUDY_DIR}/points/{{snapshot}}.speed.csv",
+        f"{STUDY_DIR}/points/{{snapshot}}.accuracy.csv",
     params:
         snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
         chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
         data_paths={t: task_data(t) for t in plan.SYNTH_TASKS},
-        ar_key=plan.role(config, "speed_ar"),
-        ar_source=plan.model_source(config, plan.role(config, "speed_ar")),
         cache_dir=lambda wc: f"{STUDY_DIR}/points/{wc.snapshot}",
         verdict_cache=f"{R}/cache/verdicts",
     log:
@@ -94,6 +90,36 @@ rule budget_point:
         gpu=GPU,
     script:
         "../scripts/budget_point.py"
+
+
+rule budget_speed:
+    """A snapshot's batch-1 tokens/s at the speed setting and the AR base's, timed one after the other in this job,
+    which holds bench.job_threads cores (no other job of the run beside it)."""
+    input:
+        model=f"{STUDY_DIR}/models/{{snapshot}}",
+        ar=plan.model_inputs(config, plan.role(config, "speed_ar")),
+        prompts=task_data(config["bench"]["prompts_from"]),
+    output:
+        f"{STUDY_DIR}/points/{{snapshot}}.speed.csv",
+    params:
+        snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
+        chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
+        ar_key=plan.role(config, "speed_ar"),
+        ar_source=plan.model_source(config, plan.role(config, "speed_ar")),
+    log:
+        f"{LOGS}/budget_study/speed/{{snapshot}}.log",
+    benchmark:
+        f"{STUDY_DIR}/benchmarks/speed/{{snapshot}}.tsv"
+    threads: plan.bench_job_threads(config)
+    priority: 90
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=model_runtime,
+        gpu=GPU,
+    script:
+        "../scripts/budget_speed.py"
 
 
 rule budget_report:

@@ -1,0 +1,46 @@
+"""One snapshot of the budget study timed: its batch-1 throughput at the speed setting (an AR snapshot: AR) and
+the AR base's, on the same prompts one after the other in this job, which holds bench.job_threads cores so that no
+other job of the run disturbs the timing (as rule bench)."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import torch
+
+    import bench_run
+    import budget_study
+    import jobs
+    import plan_points
+    from fastdllm_core import bench
+    from fastdllm_core.provenance import write_csv_atomic
+    from fastdllm_core.synthetic import user_prompts
+
+    sm = snakemake  # noqa: F821
+    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
+    device = jobs.require_device(config)
+    mode = config["models"][chain["model"]]["mode"]
+    study = budget_study.row_fields(name, snap, chain)
+    bcfg = config["bench"]
+    torch.set_num_threads(int(bcfg.get("threads", 1)))
+    task = bcfg["prompts_from"]
+    texts = user_prompts(task, sm.input.prompts)[: int(bcfg["num_prompts"])]
+    speed = plan_points.speed_decode(config)
+    timed = []
+    for side, model, source, run_mode in (("snapshot", name, sm.input.model, mode),
+                                          ("ar_base", sm.params.ar_key, sm.params.ar_source, "ar")):
+        bm = bench.load_bench_model(source, device=device, dtype=config.get("dtype", "auto"), label=model,
+                                    seed=int(config["seed"]))
+        prompts = bench.encode_prompts(bm.tokenizer, texts)
+        run = {"model": model, "mode": run_mode, "batch_size": 1, "decode": speed}
+        timed += bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{task}[:{len(prompts)}]",
+                                   {"run": run, "model": source, "bench": dict(bcfg)},
+                                   dict(model=model, sweep="budget_study", scale=config["scale"],
+                                        prompts_source=str(sm.input.prompts), side=side, **study))
+    ar_tps = float(timed[-1]["tokens_per_s"])
+    for r in timed:
+        r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / ar_tps
+    write_csv_atomic(sm.output[0], timed)
+    print(f"batch 1: {timed[0]['tokens_per_s']:.1f} tokens/s against the AR base's {ar_tps:.1f} "
+          f"({timed[0]['speedup_vs_main_ar']:.2f}x)")
