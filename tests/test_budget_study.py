@@ -57,6 +57,8 @@ def test_a_batch_lever_keeps_the_tokens_and_changes_the_steps():
 
 @pytest.mark.parametrize("change, words", [
     (lambda s: s.update(levers=[{"name": "warmup", "value": 3}]), ["unknown lever 'warmup'", "lr"]),
+    (lambda s: s.update(levers=[{"name": "lr", "value": "fast"}]), ["chain bd_pad_cm.lr-fast.s0", "optim.lr must be a number"]),
+    (lambda s: s.update(levers=[{"name": "mask_init", "value": "noise"}]), ["model.mask_init must be one of"]),
     (lambda s: s.update(budgets=[1, 64]), ["bd_pad_cm.s0", "64x", "ceiling_minutes=75"]),
     (lambda s: s.update(models=["ar_base"]), ["'ar_base' is not a model adapted here"]),
     (lambda s: s.update(train_rate={"bd_pad_cm": 1.0}), ["no rate for 'ntp'"]),

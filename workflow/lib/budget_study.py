@@ -127,8 +127,8 @@ def estimate_minutes(config: dict, chain_name: str) -> float:
 
 
 def check(config: dict) -> None:
-    """Named errors before any training: an unknown lever, a model the study cannot train, a schedule under which
-    a snapshot is not the shorter run, a chain whose estimate exceeds ``ceiling_minutes``."""
+    """Named errors before any training: an unknown lever or a bad value of one, a model the study cannot train, a
+    schedule under which a snapshot is not the shorter run, a chain whose estimate exceeds ``ceiling_minutes``."""
     s = study(config)
     if not s:
         return
@@ -146,8 +146,14 @@ def check(config: dict) -> None:
         if sched != "constant":
             raise ValueError(f"budget_study: {m!r} trains with schedule {sched!r}; a snapshot equals the shorter run "
                              "only under a constant learning rate after the warm-up (training.optim.schedule)")
+    from fastdllm_core.training.config import TrainConfig
+
     ceiling = float(s["ceiling_minutes"])
     for name, c in chains(config).items():
+        try:  # a lever's value (an lr that is not a number, an unknown mask_init) named here, not in the job
+            TrainConfig.from_dict(train_config(config, name, ["<the study's set>"]), check_files=False)
+        except ValueError as exc:
+            raise ValueError(f"budget_study: chain {name} (lever {c['lever']}): {exc}") from exc
         est = estimate_minutes(config, name)
         if est > ceiling:
             raise ValueError(f"budget_study: chain {name} (budget {max(c['budgets'])}x, "
