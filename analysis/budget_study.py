@@ -101,9 +101,13 @@ def _rows(base: dict, quantity: str, cols: dict, ref: dict) -> list[dict]:
 
 
 def _tokens_per_forward(acc: pd.DataFrame, point: str) -> float | None:
-    sel = _num(acc[acc["point"] == point], ["total_tokens", "nfe"]).dropna(subset=["nfe"])
-    sel = sel[sel["nfe"] > 0].drop_duplicates(["model", "task"])
-    return float(sel["total_tokens"].sum() / sel["nfe"].sum()) if len(sel) else None
+    """Generated tokens over the forwards each sequence took, over every generation task of ``point`` and every
+    snapshot of the group: each task row's forwards are its tokens over its ``tokens_per_forward`` (``nfe`` counts
+    batched forwards, not a sequence's), as the evaluation's shards merge them."""
+    sel = _num(acc[acc["point"] == point], ["total_tokens", "tokens_per_forward"])
+    sel = sel[sel["tokens_per_forward"] > 0].drop_duplicates(["snapshot_model", "task"])
+    forwards = (sel["total_tokens"] / sel["tokens_per_forward"]).sum()
+    return float(sel["total_tokens"].sum() / forwards) if len(sel) else None
 
 
 def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, ar: pd.DataFrame, columns: dict,

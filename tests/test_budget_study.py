@@ -136,16 +136,19 @@ def _acc_rows(model, mode, budget, seed, values, point, tpf=None):
     return [dict(model=f"{model}.s{seed}.x{budget}", model_group=model, mode=mode, lever="", lever_value="",
                  budget=budget, budget_tokens=1000 * budget, n_params=500, train_seed=seed,
                  snapshot=f"{model}.s{seed}.x{budget}", task=COLUMNS[c]["task"], metric=COLUMNS[c]["metric"],
-                 value=v, n=256, status="ok", point=point, total_tokens=100 * (tpf or 1), nfe=100)
-            for c, v in values.items()]
+                 value=v, n=256, status="ok", point=point, total_tokens=tokens,
+                 tokens_per_forward=(tpf or {}).get(c, 1.0), nfe=7)
+            for (c, v), tokens in zip(values.items(), (300, 100))]
 
 
 def test_summary_gaps_verdicts_and_speed():
     acc = pd.DataFrame(
         _acc_rows("bd", "bd", 1, 0, {"gsm8k": 30.0, "humaneval_base": 60.0}, "bd_t1")
         + _acc_rows("bd", "bd", 1, 1, {"gsm8k": 34.0, "humaneval_base": 62.0}, "bd_t1")
-        + _acc_rows("bd", "bd", 1, 0, {"gsm8k": 29.0, "humaneval_base": 60.0}, "bd_t09", tpf=2.0)
-        + _acc_rows("bd", "bd", 1, 1, {"gsm8k": 33.0, "humaneval_base": 61.0}, "bd_t09", tpf=2.0)
+        + _acc_rows("bd", "bd", 1, 0, {"gsm8k": 29.0, "humaneval_base": 60.0}, "bd_t09",
+                    tpf={"gsm8k": 1.5, "humaneval_base": 3.0})
+        + _acc_rows("bd", "bd", 1, 1, {"gsm8k": 33.0, "humaneval_base": 61.0}, "bd_t09",
+                    tpf={"gsm8k": 2.5, "humaneval_base": 1.0})
         + _acc_rows("ntp", "ar", 1, 0, {"gsm8k": 60.0, "humaneval_base": 61.0}, "ar"))
     ar = pd.DataFrame([dict(task=c["task"], metric=c["metric"], value=v, n=256, status="ok")
                        for c, v in zip(COLUMNS.values(), (62.0, 61.0))])
@@ -161,8 +164,9 @@ def test_summary_gaps_verdicts_and_speed():
     assert bd.loc["gsm8k", "difference"] == pytest.approx(-30.0) and bd.loc["gsm8k", "verdict"] == "below"
     assert bd.loc["humaneval_base", "verdict"] == "within noise"
     assert bd.loc["avg", "value"] == pytest.approx(46.5) and bd.loc["avg", "ref_value"] == pytest.approx(61.5)
+    # tokens over each sequence's forwards: the rows' tokens / tokens_per_forward, never over nfe (batched)
     tpf = s[(s["model"] == "bd") & (s["quantity"] == "tokens_per_forward")]["value"].iloc[0]
-    assert tpf == pytest.approx(2.0)
+    assert tpf == pytest.approx((300 + 100) * 2 / ((300 / 1.5 + 100 / 3.0) + (300 / 2.5 + 100 / 1.0)))
     fast = s[(s["model"] == "bd") & (s["quantity"] == "speedup_b1")].iloc[0]
     assert (fast["value"], fast["ci_low"], fast["ci_high"]) == pytest.approx((1.6, 1.5, 1.7))
     assert set(s[s["model"] == "ntp"]["quantity"]) == {"accuracy", "speedup_b1"}
