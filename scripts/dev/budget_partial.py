@@ -5,8 +5,8 @@ mistaken for the study's:
 
     python scripts/dev/budget_partial.py [--results results] [--out results/budget_study/partial]
 
-Every number is a DAG job's (rules budget_train, budget_point, budget_speed); a snapshot whose accuracy or speed is
-missing is left out (its training rows alone say nothing)."""
+Every number is a DAG job's (rules budget_train, budget_point, budget_speed); a snapshot not yet scored is left out
+(its training rows alone say nothing), one scored but not yet timed reads n/a for speed."""
 from __future__ import annotations
 
 import argparse
@@ -37,13 +37,13 @@ def main(argv=None) -> int:
     config["models"] = plan.expand_seeds(config)["models"]
     run = args.results / config["scale"] / "budget_study"
     snaps = budget_study.snapshots(config)
-    done = [s for s in snaps if all((run / f).is_file() for f in (f"points/{s}.accuracy.csv",
-                                                                    f"points/{s}.speed.csv", f"metrics/{s}.csv"))]
+    done = [s for s in snaps if all((run / f).is_file() for f in (f"points/{s}.accuracy.csv", f"metrics/{s}.csv"))]
+    timed = [s for s in done if (run / f"points/{s}.speed.csv").is_file()]
     missing = [s for s in snaps if s not in done]
-    if not done:
-        raise SystemExit(f"no snapshot of the budget study has been measured under {run}")
+    if not timed:
+        raise SystemExit(f"no snapshot of the budget study has been scored and timed under {run}")
     acc = load_csvs([run / f"points/{s}.accuracy.csv" for s in done])
-    speed = load_csvs([run / f"points/{s}.speed.csv" for s in done])
+    speed = load_csvs([run / f"points/{s}.speed.csv" for s in timed])
     metrics = load_csvs([run / f"metrics/{s}.csv" for s in done])
     ar = load_csv(args.results / config["scale"] / "accuracy" / f"{plan.role(config, 'speed_ar')}.csv")
     columns = {c: config["columns"][c] for c in config["tables"]["table2"]["columns"]}
@@ -54,8 +54,10 @@ def main(argv=None) -> int:
     write_csv_atomic(args.out / "budget_study.csv", summary.to_dict("records"))
     for name, frame in (("accuracy", acc), ("speed", speed), ("metrics", metrics)):
         write_csv_atomic(args.out / f"snapshots_{name}.csv", frame.to_dict("records"))
+    untimed = [s for s in done if s not in timed]
     head = (f"PARTIAL: {len(done)} of {len(snaps)} snapshots of the budget study ({', '.join(done)}); not yet "
-            f"measured: {', '.join(missing) or 'none'}. Made by scripts/dev/budget_partial.py from the DAG's "
+            f"measured: {', '.join(missing) or 'none'}; scored but not yet timed (speed n/a): "
+            f"{', '.join(untimed) or 'none'}. Made by scripts/dev/budget_partial.py from the DAG's "
             "snapshot CSVs; `snakemake --cores all budget_study` goes on from where the study stopped.")
     provenance = f"{head} Accuracy {measured_on(acc)}; speed {measured_on(speed)}."
     text = analysis.markdown(summary, columns, float(config["speed_threshold"]), provenance)
