@@ -1,3 +1,4 @@
+import json
 import os
 
 from fastdllm_core import cpu_numerics
@@ -41,6 +42,15 @@ def tiny_eval_setup(tmp_path_factory, name: str, n_eval: int):
     ck = write_tiny_checkpoint(root / "ck", seed=0)
     suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=20, n_adapt=0, n_eval=n_eval)
     return load_model(str(ck)), suite, root
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    """A small SFT file (64 sums, prompt/response rows) for the training tests that run a few real steps."""
+    p = tmp_path_factory.mktemp("data") / "sft.jsonl"
+    p.write_text("\n".join(json.dumps({"prompt": f"{a}+{b}=?", "response": f"{a + b}"})
+                           for a in range(8) for b in range(8)))
+    return str(p)
 
 
 @pytest.fixture(scope="session")

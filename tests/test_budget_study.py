@@ -2,7 +2,6 @@
 before any training, the snapshot of a longer run equal to the shorter run, and the summary's gaps and verdicts.
 The study's rules run end to end in tests/test_workflow.py::test_end_to_end_ci_config."""
 import csv
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -90,14 +89,6 @@ def test_an_unknown_lever_stops_the_dag_at_parse_time(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- the snapshot is the run
-@pytest.fixture(scope="module")
-def data_file(tmp_path_factory):
-    p = tmp_path_factory.mktemp("data") / "sft.jsonl"
-    p.write_text("\n".join(json.dumps({"prompt": f"{a}+{b}=?", "response": f"{a + b}"})
-                           for a in range(8) for b in range(8)))
-    return str(p)
-
-
 def _cfg(data_file, steps):
     return {"recipe": "bd_pad_cm", "model": {"init": "tiny", "tiny": {"hidden_size": 32, "layers": 2, "heads": 2,
                                                                       "kv_heads": 1}},

@@ -2,7 +2,6 @@
 step it is in, every process stopping after the same step, status 75 from ``fastdllm train``, and a rerun whose
 losses and weights equal an uninterrupted run's."""
 import csv
-import json
 import os
 import signal
 import subprocess
@@ -20,14 +19,6 @@ from fastdllm_core.training.stopping import (DEADLINE_VAR, EXIT_INTERRUPTED, Sto
                                              job_deadline, slurm_time_left)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data_file(tmp_path_factory):
-    p = tmp_path_factory.mktemp("data") / "sft.jsonl"
-    p.write_text("\n".join(json.dumps({"prompt": f"{a}+{b}=?", "response": f"{a + b}"})
-                           for a in range(8) for b in range(8)))
-    return str(p)
 
 
 def cfg(data_file, steps=6):
