@@ -28,6 +28,11 @@ def load(results: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _short(shape: str) -> str:
+    """'qwen2.5-1.5b' -> '1.5B' (the tick labels of eight groups must fit)."""
+    return shape.rsplit("-", 1)[-1].upper() if shape.startswith("qwen") else shape
+
+
 def plot(d: pd.DataFrame, out: Path) -> None:
     import matplotlib
 
@@ -35,7 +40,7 @@ def plot(d: pd.DataFrame, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = list(d.groupby(["shape", "batch_size"], sort=True).groups)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.6))
     width = 0.8 / len(PATHS)
     for k, (mode, path, label) in enumerate(PATHS):
         tps, ms = [], []
@@ -50,10 +55,11 @@ def plot(d: pd.DataFrame, out: Path) -> None:
         bound = 1e3 * float(d[(d["shape"] == shape)]["roofline_time_per_forward_s"].iloc[0])
         axes[1].hlines(bound, i - 0.45, i + 0.45, colors="k", linestyles="--",
                        label="bandwidth roofline (weights once)" if i == 0 else None)
-    names = [f"{s}\nbatch {b}" for s, b in groups]
-    for ax, title in zip(axes, ("tokens/s (higher is better)", "ms per forward (lower is better)")):
+    names = [f"{_short(s)}\nbatch {b}" for s, b in groups]
+    for ax, title in zip(axes, ("tokens/s, log scale (higher is better)", "ms per forward (lower is better)")):
         ax.set_xticks(range(len(groups)), names)
         ax.set_title(title)
+    axes[0].set_yscale("log")  # batch 1 and batch 64 differ by 30x: a linear axis hides the small batches
     axes[1].legend(fontsize=8)
     dev = ", ".join(sorted(set(d["device_name"].astype(str))))
     how = "static = CUDA graphs replayed" if (d["device_type"] == "cuda").all() else "static = not captured (no GPU)"

@@ -10,6 +10,7 @@
 # Writes to $OUT (default results/gpu/static): steps.tsv (step, exit, seconds), log_<step>.txt, env.json,
 # nvidia-smi.txt, pytest_cuda.txt, bandwidth.txt, static_<shape>.csv (+ _roofline.csv), static_real_<shape>.csv.
 # The figure is drawn afterwards from the CSVs (scripts/gpu/plot_static.py; no matplotlib needed there).
+# PACK=<file>: after every step, everything in $OUT packed into that one .tar.gz (for a tool that returns few files).
 # Knobs: BATCHES ("1 4"), FORCED_K (4), N_PROMPTS (4), PROMPT_LEN (128), MAX_NEW (128), REPEATS (2), WARMUP (1),
 # PLAN (step:seconds ...; or the steps as arguments), DEVICE (cuda:0), SHAPE_SMALL / SHAPE_LARGE (the two
 # shapes; a dry run on a CPU: DEVICE=cpu SHAPE_SMALL=tiny SHAPE_LARGE=tiny bash ... graphs15 real15 roofline).
@@ -25,15 +26,18 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 export HERE
 mkdir -p "$OUT"
 
-step_setup() {  # the carried wheels, only what is missing (never torch)
-  python -c "import transformers, pynvml" 2>/dev/null && { echo "already installed"; return 0; }
-  python -m pip install --no-index --find-links .whl "$(grep -i '^transformers==' constraints.txt)" nvidia-ml-py
+step_setup() {  # the carried wheels, only what is missing or at another version than CI's pin (never torch)
+  local pin
+  pin=$(grep -i '^transformers==' constraints.txt)
+  python -c "import transformers, pynvml; assert transformers.__version__ == '${pin#*==}'" 2>/dev/null \
+    && { echo "already installed: $pin"; return 0; }
+  python -m pip install --no-index --find-links .whl "$pin" nvidia-ml-py
 }
 
 # env (nvidia-smi.txt, env.json), the CUDA tests (pytest_cuda.txt; the static path captured: same tokens as eager,
 # captured once, OOM named) and the copy bandwidth (bandwidth.txt): run_gpu_session.sh's own steps, into $OUT
 step_env() { bash "$HERE/run_gpu_session.sh" env; }
-step_tests() { CUDA_TEST_FILES=tests/test_cuda.py TESTS_ALL=0 bash "$HERE/run_gpu_session.sh" tests; }
+step_tests() { CUDA_TEST_FILES=${CUDA_TEST_FILES:-tests/test_cuda.py} TESTS_ALL=0 bash "$HERE/run_gpu_session.sh" tests; }
 step_bw() { bash "$HERE/run_gpu_session.sh" bw; }
 
 # AR eager (HF generate) and AR static (captured) against block diffusion eager and static, forced acceptance of
@@ -70,7 +74,7 @@ step_roofline() {
   done
 }
 
-PLAN=${PLAN:-"setup:40 env:15 tests:60 bw:10 graphs15:140 graphs7:150 real15:70 roofline:25"}
+PLAN=${PLAN:-"setup:40 env:15 tests:60 bw:10 graphs15:150 graphs7:170 real15:70 roofline:25"}
 if [ $# -gt 0 ]; then PLAN="$*"; fi
 printf 'step\texit\tseconds\n' > "$OUT/steps.tsv"
 for item in $PLAN; do
@@ -83,4 +87,6 @@ for item in $PLAN; do
   rc=$?
   printf '%s\t%s\t%s\n' "$step" "$rc" "$(( $(date +%s) - start ))" | tee -a "$OUT/steps.tsv"
   tail -n 8 "$OUT/log_$step.txt"
+  # one archive of everything so far, replaced after every step (the device tool returns at most 8 files)
+  if [ -n "${PACK:-}" ]; then tar -czf "$PACK.part" -C "$OUT" . && mv "$PACK.part" "$PACK"; fi
 done
