@@ -3,11 +3,11 @@ energy counter, the figure is a function of the CSVs, and the numbers results/gp
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from gpu_results_checks import assert_plot_draws, assert_rows_name_gpu_and_measure_energy
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "results" / "gpu"
@@ -22,13 +22,7 @@ def _bench(shape: str) -> pd.DataFrame:
 
 @pytest.mark.parametrize("path", BENCH, ids=[p.name for p in BENCH])
 def test_every_row_names_its_gpu_and_versions_and_measures_energy(path):
-    df = pd.read_csv(path)
-    assert len(df) > 0 and (df["device_type"] == "cuda").all()
-    assert df["device_name"].str.startswith("NVIDIA").all() and df["gpu_driver"].notna().all()
-    for col in ("torch_version", "transformers_version", "git_commit", "n_params"):
-        assert df[col].notna().all(), col
-    assert (df["energy_method"] == "energy_counter").all()
-    assert ((df["joules_per_token"] > 0) & (df["peak_mem_mib"] > 0) & (df["tokens_per_s"] > 0)).all()
+    assert_rows_name_gpu_and_measure_energy(pd.read_csv(path))
 
 
 def test_the_readme_quotes_the_csvs():
@@ -48,10 +42,7 @@ def test_the_readme_quotes_the_csvs():
 
 
 def test_the_figure_is_drawn_from_the_csvs(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu" / "plot_batch_throughput.py"), "--results",
-                        str(GPU), "--out", str(tmp_path / "fig")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert (tmp_path / "fig.png").stat().st_size > 10_000
+    assert_plot_draws("plot_batch_throughput.py", GPU, tmp_path)
 
 
 @pytest.mark.parametrize("script", ["run_gpu_session.sh", "quick_session.sh", "static_session.sh", "make_wheels.sh"])

@@ -3,12 +3,11 @@ measures energy with the NVML counter, the README's speed table and the claims i
 captured path gave the eager path's tokens in fp32, and the figure is a function of the CSVs."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from gpu_results_checks import assert_plot_draws, assert_rows_name_gpu_and_measure_energy
 
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "results" / "gpu" / "static"
@@ -49,12 +48,7 @@ def _table_row(shape: str, batch: int) -> str:
 @pytest.mark.parametrize("path", ROWS, ids=[p.name for p in ROWS])
 def test_every_row_names_its_gpu_and_versions_and_measures_energy(path):
     df = pd.read_csv(path)
-    assert len(df) > 0 and (df["device_type"] == "cuda").all()
-    assert df["device_name"].str.startswith("NVIDIA").all() and df["gpu_driver"].notna().all()
-    for col in ("torch_version", "transformers_version", "git_commit", "n_params"):
-        assert df[col].notna().all(), col
-    assert (df["energy_method"] == "energy_counter").all()
-    assert ((df["joules_per_token"] > 0) & (df["peak_mem_mib"] > 0) & (df["tokens_per_s"] > 0)).all()
+    assert_rows_name_gpu_and_measure_energy(df)
     captured = df[df["decode_path"] == "static"]
     assert len(captured) and (captured["capture_time_s"] > 0).all()  # graphs were captured, and timed apart
 
@@ -86,7 +80,4 @@ def test_the_goals_quoted_are_the_csvs():
 
 
 def test_the_figure_is_drawn_from_the_csvs(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu" / "plot_static.py"), "--results", str(STATIC),
-                        "--out", str(tmp_path / "fig")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert (tmp_path / "fig.png").stat().st_size > 10_000
+    assert_plot_draws("plot_static.py", STATIC, tmp_path)
