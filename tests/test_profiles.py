@@ -93,7 +93,10 @@ def test_rehearsal_profile_is_the_slurm_profile_without_gpus():
     assert rehearsal["default-resources"]["gpu"] == 0
     for rule, res in rehearsal["set-resources"].items():
         assert res["gpu"] == 0 and "gpu_model" not in res, rule
-        assert res.get("cpus_per_task", 1) <= 2 and res["mem_mb"] <= 4000 and res["runtime"] <= 60, rule
+        # train_model's time limit is the rule's (the training plan's job_minutes, as profiles/slurm)
+        assert res.get("cpus_per_task", 1) <= 2 and res["mem_mb"] <= 4000, rule
+        assert res["runtime"] <= 60 if rule != "train_model" else "runtime" not in res, rule
+    assert "runtime" not in slurm["set-resources"]["train_model"]
 
 
 class _Resources(dict):
@@ -121,8 +124,13 @@ def test_slurm_profile_sbatch_flags():
     scripts/dev/slurm_rehearsal.sh checks the same calls against a real slurmctld with sbatch --test-only."""
     prof = _profile("slurm")
     paper = _paper_config()  # train_model's nodes and runtime: the rule's, from training_plan
-    rule = {"nodes": plan.train_nodes(paper), "runtime": plan.train_runtime(paper, attempt=2)}
-    assert rule == {"nodes": 8, "runtime": 1440} and plan.train_retries(paper) >= 1
+    rule = {"nodes": plan.train_nodes(paper), "runtime": plan.train_runtime(paper, attempt=2), "tasks": 0}
+    assert rule == {"nodes": 8, "runtime": 1440, "tasks": 0} and plan.train_retries(paper) >= 1
+    # retries: the planned jobs less the first, plus training_plan.spare_jobs (default 1); at least one job
+    spare = {**paper, "training_plan": {**paper["training_plan"], "spare_jobs": 3}}
+    assert plan.train_retries(spare) == plan.train_retries(paper) + 2
+    month = {**paper, "training_plan": {**paper["training_plan"], "job_minutes": 60 * 24 * 30}}
+    assert plan.train_retries(month) == 1  # one job of a month plans the run: one spare
     train = _sbatch({**prof["default-resources"], **rule, **prof["set-resources"]["train_model"]})
     for flag in ("-t 1440", "--mem 480000", "--cpus-per-task=32", "--gres=gpu:a100:8", "--nodes=8"):
         assert flag in train
@@ -135,11 +143,22 @@ def test_slurm_profile_sbatch_flags():
     cpu = _sbatch(prof["default-resources"])
     assert "--gpus" not in cpu and "--ntasks=1" in cpu and "--mem 8000" in cpu
     rehearsal = _profile("slurm-rehearsal")
-    rtrain = _sbatch({**rehearsal["default-resources"], **rehearsal["set-resources"]["train_model"]})
-    # the real profile's shape on the 2-CPU node: one node, one batch task (the plugin writes --ntasks=1 for a job
-    # without GPUs, and nothing -- SLURM's default, one task -- for a GPU job), a CPU per training process
+    from fastdllm_core.cli.plan_training import load_config
+
+    rcfg = load_config([str(ROOT / "config" / f) for f in ("paper.yaml", "rehearsal.yaml")])
+    rrule = {"nodes": plan.train_nodes(rcfg), "runtime": plan.train_runtime(rcfg, attempt=1),
+             "tasks": plan.train_nodes(rcfg)}  # a CPU job: one batch task a node (workflow/rules/training.smk)
+    assert "nodes" not in rehearsal["set-resources"]["train_model"]  # the plan's, not pinned by the profile
+    rtrain = _sbatch({**rehearsal["default-resources"], **rrule, **rehearsal["set-resources"]["train_model"]})
+    # the real profile's shape on the 2-CPU node: the rehearsal plan's one node and the paper's time limit, one
+    # batch task (the plugin writes --ntasks=1 for a job without GPUs, and nothing -- SLURM's default, one task --
+    # for a GPU job), a CPU per training process
     assert "--gpus" not in rtrain and "--ntasks=1" in rtrain
-    assert "--nodes=1" in rtrain and "--cpus-per-task=2" in rtrain
+    assert "--nodes=1" in rtrain and "--cpus-per-task=2" in rtrain and "-t 1440" in rtrain
+    # two nodes (scripts/dev/slurm_rehearsal.sh REHEARSAL_NODES=2): a task on each, else SLURM cuts the nodes to 1
+    r2 = _sbatch({**rehearsal["default-resources"], **rrule, "nodes": 2, "tasks": 2,
+                  **rehearsal["set-resources"]["train_model"]})
+    assert "--nodes=2" in r2 and "--ntasks=2" in r2 and "--cpus-per-task=2" in r2
 
 
 # what Snakemake itself resolves (snakemake.cli.parse_args, the parsing `snakemake` runs): the workflow profile

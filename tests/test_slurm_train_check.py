@@ -57,6 +57,7 @@ def test_requested_shape_of_the_rehearsal_profile_mirrors_the_slurm_profile():
     models = yaml.safe_load((ROOT / "config/rehearsal.yaml").read_text())["models"]
     trained = {m: v["train"] for m, v in models.items() if "train" in v}
     assert trained and {t.get("processes") for t in trained.values()} == {per_node}
+    assert check.requested(prof, 2) == (2, 2)  # the rule's nodes (the training plan's), given by the rehearsal
     with pytest.raises(ValueError, match="set-resources.train_model.cpus_per_task"):
         check.requested({"set-resources": {"train_model": {"nodes": 1}}})
 
@@ -70,3 +71,8 @@ def test_main_fails_loudly(tmp_path, capsys):
     (tmp_path / "s.txt").write_text(ONE_NODE)
     assert check.main([str(tmp_path / "s.txt"), str(ROOT / "profiles/slurm-rehearsal/config.yaml"),
                        str(tmp_path / "m.csv")]) == 0
+    out = capsys.readouterr().out
+    assert check.main([str(tmp_path / "s.txt"), str(ROOT / "profiles/slurm-rehearsal/config.yaml"),
+                       str(tmp_path / "m.csv"), "2"]) == 1  # the plan's 2 nodes against a 1-node job
+    out = capsys.readouterr().out
+    assert "allocation has 1 node(s), the profile asks for 2" in out and "4 processes expected" in out

@@ -184,6 +184,43 @@ def test_a_nested_srun_runs_without_the_enclosing_steps_variables(tmp_path, data
     assert not any(k.startswith(("SRUN_", "SBATCH_")) or k in ("SLURM_NTASKS", "SLURM_NNODES") for k in seen["env"])
 
 
+def test_cpu_processes_run_on_every_node_of_a_multi_node_allocation(tmp_path, data_file, monkeypatch,  # noqa: F811
+                                                                    capsys):
+    """train_processes inside a 2-node SLURM job (the rehearsal's REHEARSAL_NODES=2): ``processes`` per node, started
+    by the same srun + torchrun-per-node command as the GPUs', one thread each; outside an allocation, one node."""
+    import subprocess as sp
+
+    from fastdllm_core.training.launch import allocation_nodes, job_allocation, train_processes
+
+    # Snakemake's job step (srun -n1, the allocation's variables removed): the step's one node in the environment;
+    # the job's 2 nodes from SLURM (squeue)
+    job = {"SLURM_JOB_ID": "77", "SLURM_NNODES": "1", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu01",
+           "SLURM_CPUS_PER_TASK": "2", "OMP_NUM_THREADS": "2"}
+    asked = []
+
+    def squeue(cmd, **k):
+        asked.append(cmd)
+        return sp.CompletedProcess(cmd, 0, stdout="2|gpu[01-02]\n")
+
+    assert allocation_nodes(job) == 1 and allocation_nodes(job_allocation(job, squeue)) == 2
+    assert asked[0] == ["squeue", "-h", "-j", "77", "-o", "%D|%N"] and job_allocation({}, squeue) == {}
+    failed = job_allocation(job, lambda cmd, **k: sp.CompletedProcess(cmd, 1, stdout=""))
+    assert failed == job and "squeue did not give job 77's nodes" in capsys.readouterr().err
+    seen = {}
+    monkeypatch.setattr(sp, "run", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))
+    cfg = run_cfg(data_file)  # 4 micro-batches: one for each of 2 nodes x 2 processes
+    train_processes(cfg, tmp_path / "run", 2, env=job, hostnames=hosts, run=squeue)
+    cmd = seen["cmd"]
+    assert cmd[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--overlap", "--cpus-per-task=2"]
+    assert cmd[cmd.index("--nnodes") + 1] == "2" and cmd[cmd.index("--nproc-per-node") + 1] == "2"
+    assert "fastdllm_core.training.node_start" in cmd and seen["env"]["OMP_NUM_THREADS"] == "1"
+    assert "SLURM_NTASKS" not in seen["env"] and seen["env"]["SLURM_JOB_ID"] == "77"
+    with pytest.raises(ValueError, match="4 micro-batches cannot be split over 6 processes"):  # 2 nodes x 3
+        train_processes(cfg, tmp_path / "run2", 3, env=job, hostnames=hosts, run=squeue)
+    train_processes(cfg, tmp_path / "run3", 2)  # no allocation given: one node, torchrun --standalone
+    assert seen["cmd"][seen["cmd"].index("torch.distributed.run") + 1] == "--standalone"
+
+
 def test_the_start_model_is_fetched_once_before_the_ranks(tmp_path):
     from fastdllm_core.training.launch import prefetch_init
 

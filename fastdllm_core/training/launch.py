@@ -5,6 +5,7 @@ node), :func:`train_launched` runs it on the same resolved config, :func:`train_
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,38 @@ def _posint(name: str, v) -> int:
     return int(v)
 
 
+NODE_VARIABLES = ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")  # the job's, else the step's
+
+
+def allocation_nodes(env: Mapping[str, str]) -> int:
+    """Nodes of the SLURM allocation ``env`` runs in (1 outside one): the job's ``SLURM_JOB_NUM_NODES``, else
+    ``SLURM_NNODES`` (snakemake's jobstep runs the job in a 1-node step, whose count is not the job's)."""
+    key = next((k for k in NODE_VARIABLES if env.get(k)), None)
+    return _posint(key, env[key]) if key else 1
+
+
+def job_allocation(env: Mapping[str, str], run=subprocess.run) -> dict:
+    """``env`` with the SLURM job's own node count and node list (``SLURM_JOB_NUM_NODES``, ``SLURM_JOB_NODELIST``),
+    asked of SLURM (``squeue -h -j $SLURM_JOB_ID -o '%D|%N'``) when ``env`` is inside a job: Snakemake's job step is
+    an ``srun -n1`` started with the allocation's variables removed, so its environment shows the step's one node,
+    not the job's (measured on the 2-node rehearsal cluster, scripts/dev/slurm_rehearsal.sh).  Unchanged outside a
+    job, or when squeue does not answer (a warning)."""
+    env = dict(env)
+    if not env.get("SLURM_JOB_ID"):
+        return env
+    try:
+        out = run(["squeue", "-h", "-j", env["SLURM_JOB_ID"], "-o", "%D|%N"], capture_output=True, text=True,
+                  timeout=60)
+        m = None if out.returncode else re.fullmatch(r"(\d+)\|(\S+)", (out.stdout or "").strip())
+    except (OSError, subprocess.SubprocessError):
+        m = None
+    if m is None:
+        print(f"warning: squeue did not give job {env['SLURM_JOB_ID']}'s nodes; using the environment's",
+              file=sys.stderr)
+        return env
+    return {**env, "SLURM_JOB_NUM_NODES": m.group(1), "SLURM_JOB_NODELIST": m.group(2)}
+
+
 def launch_command(env: Mapping[str, str], train_args: list[str], *, processes_per_node, optim=None,
                    nodes=None, port: int = RDZV_PORT, hostnames: Callable[[str], list[str]] = slurm_hostnames,
                    python: str = sys.executable) -> list[str]:
@@ -51,10 +84,10 @@ def launch_command(env: Mapping[str, str], train_args: list[str], *, processes_p
         raise ValueError("GPUs per node: none given or found (CUDA_VISIBLE_DEVICES / torch.cuda.device_count); "
                          "the launch needs at least one process per node")
     per_node = _posint("processes per node (GPUs per node)", processes_per_node)
-    key = next((k for k in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES") if env.get(k)), None)  # the job's, else
-    have = _posint(key, env[key]) if key else 1  # the step's (snakemake's jobstep runs the job in a 1-node step)
+    have = allocation_nodes(env)
     n_nodes = have if nodes is None else _posint("nodes", nodes)
     if n_nodes > have:
+        key = next((k for k in NODE_VARIABLES if env.get(k)), NODE_VARIABLES[0])
         raise ValueError(f"nodes={n_nodes} but the allocation has {have} node(s) ({key}={env.get(key)})")
     if optim is not None:
         check_split(optim, n_nodes * per_node)
@@ -123,25 +156,33 @@ def train_launched(cfg: TrainConfig, output_dir: str | Path, command: Callable[[
 
 
 def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] | None = None,
-               hostnames: Callable[[str], list[str]] = slurm_hostnames) -> Path:
+               hostnames: Callable[[str], list[str]] = slurm_hostnames, run=subprocess.run) -> Path:
     """Train on every GPU of the job's allocation: one process per GPU of the node, on every node of a SLURM
-    allocation (:func:`launch_command`); in this process when that is one GPU.  The start model is fetched before
+    allocation (:func:`launch_command`, on the job's nodes as SLURM gives them: :func:`job_allocation`, ``run``
+    its runner); in this process when that is one GPU.  The start model is fetched before
     any rank starts (:func:`prefetch_init`): here on one node, by each node's :mod:`.node_start` on several, whose
     ``srun`` runs with :func:`step_env`."""
-    env = dict(os.environ if env is None else env)
+    env = job_allocation(os.environ if env is None else env, run)
     per_node = gpus_on_node(env)
 
     def command(args: list[str]) -> list[str]:  # checks the batch split and the allocation (named errors)
         return launch_command(env, args, processes_per_node=per_node, optim=cfg.optim, hostnames=hostnames)
 
     launcher = command([])[0]  # the named errors, before any process starts or any directory is made
-    if launcher != "srun":  # one node: the start model fetched here, its ranks read the cache
-        fetched = prefetch_init(cfg.model.init)
-        if per_node == 1:
-            return train(cfg, output_dir)
-        return train_launched(cfg, output_dir, command, dict(env, HF_HUB_OFFLINE="1") if fetched else env)
+    if launcher == "srun":
+        return _train_on_nodes(cfg, output_dir, command, env)
+    fetched = prefetch_init(cfg.model.init)  # one node: the start model fetched here, its ranks read the cache
+    if per_node == 1:
+        return train(cfg, output_dir)
+    return train_launched(cfg, output_dir, command, dict(env, HF_HUB_OFFLINE="1") if fetched else env)
 
-    def node_command(args: list[str]) -> list[str]:  # each node fetches, then execs its torchrun (.node_start)
+
+def _train_on_nodes(cfg: TrainConfig, output_dir: str | Path, command: Callable[[list[str]], list[str]],
+                    env: Mapping[str, str]) -> Path:
+    """Run the multi-node ``command`` (``srun`` ... ``torchrun``, :func:`launch_command`) with :func:`step_env`,
+    each node's torchrun behind :mod:`.node_start`, which fetches the start model into that node's cache first."""
+
+    def node_command(args: list[str]) -> list[str]:
         cmd = command(args)
         at = cmd.index(sys.executable)
         return [*cmd[:at], sys.executable, "-m", "fastdllm_core.training.node_start", "--init", cfg.model.init, "--",
@@ -165,9 +206,13 @@ def prefetch_init(init: str, download=None) -> str | None:
         return download(init, allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.py"])
 
 
-def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: int) -> Path:
-    """Train on the CPU with ``processes`` data-parallel processes of one thread each (``torchrun``, gloo), or
-    in this process when ``processes`` is 1.
+def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: int,
+                    env: Mapping[str, str] | None = None,
+                    hostnames: Callable[[str], list[str]] = slurm_hostnames, run=subprocess.run) -> Path:
+    """Train on the CPU with ``processes`` data-parallel processes of one thread each per node (``torchrun``,
+    gloo), or in this process when that is one process on one node.  ``env``: the job's environment (default:
+    none, one node); in a multi-node SLURM allocation (:func:`job_allocation`) ``processes`` run on every node of
+    it, started as :func:`train_gpus` starts them (``srun``, one ``torchrun`` per node).
 
     On a 2-core machine two single-threaded processes train faster than one process with two OpenMP threads, and
     they do not collapse when another program takes a core (OpenMP threads spin at barriers while a sibling is
@@ -176,13 +221,19 @@ def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: 
     if not isinstance(processes, int) or processes < 1:
         raise ValueError(f"processes must be a positive integer, got {processes!r}")
     cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_dict(cfg)  # named errors before any process
+    # one thread per process: every threading library's variable (a workflow manager may have set MKL's to the
+    # job's cores, and torch takes the largest)
+    env = job_allocation(env or {}, run)
+    threaded = {**os.environ, **env, **{v: "1" for v in THREAD_VARIABLES}}
+
+    def command(args: list[str]) -> list[str]:  # checks the batch split and the allocation (named errors)
+        return launch_command(env, args, processes_per_node=processes, optim=cfg.optim, hostnames=hostnames)
+
+    if command([])[0] == "srun":
+        return _train_on_nodes(cfg, output_dir, command, threaded)
     if processes == 1:
         return train(cfg, output_dir)
-    check_split(cfg.optim, processes)
-    # one node; one thread per process: every threading library's variable (a workflow manager may have set
-    # MKL's to the job's cores, and torch takes the largest)
-    env = dict(os.environ, **{v: "1" for v in THREAD_VARIABLES})
-    return train_launched(cfg, output_dir, lambda a: launch_command({}, a, processes_per_node=processes), env)
+    return train_launched(cfg, output_dir, command, threaded)
 
 
 def _has_fileno(f) -> bool:

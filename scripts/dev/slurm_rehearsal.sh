@@ -9,17 +9,26 @@
 #   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (~13 min on 2 cores)
 #   bash scripts/dev/slurm_rehearsal.sh config/paper.yaml config/rehearsal.yaml    # any --configfile list
 #   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b bash scripts/dev/slurm_rehearsal.sh             # one training job (~5 min)
+#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b REHEARSAL_TIME_LIMIT=2 bash scripts/dev/slurm_rehearsal.sh  # past its limit
+#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b REHEARSAL_NODES=2 bash scripts/dev/slurm_rehearsal.sh       # on two nodes
 #
 # Options (environment): REHEARSAL_DIR (scratch, default /tmp/slurm-rehearsal: the cluster's state and logs, and a
 # copy of the repository's working tree -- tracked and untracked, not ignored files -- that the DAG runs in, with a
 # fresh results/), REHEARSAL_SKIP_INSTALL=1 (do not apt-get), REHEARSAL_SKIP_WORKLOAD=1 / REHEARSAL_SKIP_TESTONLY=1
 # (skip the DAG run / the profiles/slurm check), REHEARSAL_TESTONLY_CONFIGS (the --configfile list of the profiles/slurm
 # check, default config/paper.yaml; add a config with data.train_files to put train_model's request to it too),
-# REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g.
-# a target), REHEARSAL_TRAIN_ONLY=<model> (only that model's train_model job and the jobs it needs; configs default
+# REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g. a target), REHEARSAL_TRAIN_ONLY=<model> (only that model's train_model job and the jobs it needs; configs default
 # to config/paper.yaml config/rehearsal.yaml; no profiles/slurm check): the training job is then checked with
 # `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/dev/slurm_train_check.py: every
 # step COMPLETED, the nodes and CPUs asked for, one task per node, nodes x cpus_per_task training processes).
+# REHEARSAL_TIME_LIMIT=<minutes> (with REHEARSAL_TRAIN_ONLY): the job asks SLURM for that limit (training_plan.job_minutes)
+# and is sized to ~1.4 jobs of training here (its inputs built first, so that the plan -- the rule's retries -- can be
+# made); the first job stops with a checkpoint REHEARSAL_STOP_MARGIN_S (default 20) s before its limit, the next one
+# resumes and finishes; checked: sacct shows both, losses and weights equal an uninterrupted run's (timelimit_check.txt).
+# REHEARSAL_NODES=N (2..9, with REHEARSAL_TRAIN_ONLY): the nodes are N network namespaces of this machine (each its own
+# address, hostname, slurmd and 2 CPUs: scripts/dev/slurm_netns.sh) and the plan asks for N nodes, 2 processes each;
+# checked: one task on each node, world size 2N, losses against a 1-process run (nodes_check.txt).
+# Overlays and checks of both: scripts/dev/slurm_scenarios.py.
 # Needs root (daemons, apt-get).
 # Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt,
 # profile_settings.txt: what Snakemake resolves for --profile profiles/slurm and profiles/slurm-rehearsal
@@ -35,6 +44,15 @@ if [ ${#CONFIGFILES[@]} -eq 0 ]; then
   [ -z "$TRAIN_ONLY" ] || CONFIGFILES=(config/paper.yaml config/rehearsal.yaml)
 fi
 [ -z "$TRAIN_ONLY" ] || REHEARSAL_SKIP_TESTONLY=1
+TIME_LIMIT="${REHEARSAL_TIME_LIMIT:-}" STOP_MARGIN="${REHEARSAL_STOP_MARGIN_S:-20}"
+if [ -n "$TIME_LIMIT" ] && { [ -z "$TRAIN_ONLY" ] || ! [[ "$TIME_LIMIT" =~ ^[1-9][0-9]*$ ]]; }; then
+  echo "REHEARSAL_TIME_LIMIT=$TIME_LIMIT: give whole minutes (>= 1) and REHEARSAL_TRAIN_ONLY=<model>" >&2; exit 2
+fi
+NODES="${REHEARSAL_NODES:-1}"
+if [ "$NODES" != 1 ] && { [ -z "$TRAIN_ONLY" ] || ! [[ "$NODES" =~ ^[2-9]$ ]]; }; then
+  echo "REHEARSAL_NODES=$NODES: give 2..9 nodes and REHEARSAL_TRAIN_ONLY=<model>" >&2; exit 2
+fi
+[ "$NODES" = 1 ] || [ -z "$TIME_LIMIT" ] || { echo "REHEARSAL_NODES and REHEARSAL_TIME_LIMIT: one at a time" >&2; exit 2; }
 T="${REHEARSAL_DIR:-/tmp/slurm-rehearsal}"
 CLUSTER=rehearsal PARTITION=rehearsal ACCOUNT=rehearsal
 # ports of their own, so that a SLURM or MariaDB already on this machine is not touched
@@ -52,17 +70,18 @@ fi
 
 # ---- stop whatever a previous run of this script left behind (its own pid files only), start afresh ----------------
 stop_daemons() {
-  local name pid
-  for name in slurmd slurmctld slurmdbd mariadbd munged; do
-    [ -f "$T/run/$name.pid" ] || continue
-    pid="$(cat "$T/run/$name.pid" 2>/dev/null || true)"
+  local f pid
+  for f in "$T"/run/slurmd*.pid "$T"/run/{slurmctld,slurmdbd,mariadbd,munged}.pid; do
+    [ -f "$f" ] || continue
+    pid="$(cat "$f" 2>/dev/null || true)"
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
       kill -9 "$pid" 2>/dev/null || true
     fi
-    rm -f "$T/run/$name.pid"
+    rm -f "$f"
   done
+  [ "$NODES" = 1 ] || bash "$REPO/scripts/dev/slurm_netns.sh" down
   # slurmd's link to its cached configuration (configless): only when it points into this scratch directory
   case "$(readlink /run/slurm/conf 2>/dev/null)" in "$T"/*) rm -f /run/slurm/conf ;; esac
 }
@@ -76,12 +95,19 @@ trap 'exit 130' INT TERM
 HOST="$(hostname -s)"
 read -r MEM_MB < <(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)
 CPUS=2  # what this machine's jobs share (issue 24); the node declares no GPU
+CTLD_ADDR="$HOST" NODE_LINES="NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN" PART_NODES="$HOST" SLURMD_AT=
+if [ "$NODES" != 1 ]; then  # N nodes in network namespaces, each declaring the machine's 2 CPUs (they share them)
+  CTLD_ADDR="$HOST(10.77.0.1)" PART_NODES="rh-node[1-$NODES]" SLURMD_AT=-%n NODE_LINES=
+  for i in $(seq "$NODES"); do
+    NODE_LINES+="NodeName=rh-node$i NodeAddr=10.77.0.$((i + 1)) CPUs=$CPUS RealMemory=$((MEM_MB / NODES)) State=UNKNOWN"$'\n'
+  done
+fi
 
 # ---- configuration (SLURM_CONF points every client -- sbatch, sacct, squeue, the plugin's calls -- here) ----------
 export SLURM_CONF="$T/etc/slurm.conf"
 cat >"$SLURM_CONF" <<EOF
 ClusterName=$CLUSTER
-SlurmctldHost=$HOST
+SlurmctldHost=$CTLD_ADDR
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
 SlurmUser=root
@@ -89,11 +115,11 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
+SlurmdSpoolDir=$T/spool$SLURMD_AT
 SlurmctldPidFile=$T/run/slurmctld.pid
-SlurmdPidFile=$T/run/slurmd.pid
+SlurmdPidFile=$T/run/slurmd$SLURMD_AT.pid
 SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.log
+SlurmdLogFile=$T/log/slurmd$SLURMD_AT.log
 SlurmctldDebug=info
 SlurmdDebug=info
 # no cgroups in a container: track processes by their parent, bind nothing
@@ -123,8 +149,8 @@ MpiDefault=none
 # configless, like many clusters: slurmd fetches this file from slurmctld and caches it where the clients on the
 # node (srun inside a job: the executor plugin's job step drops SLURM_CONF from its environment) find it
 SlurmctldParameters=enable_configless
-NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
-PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=2-00:00:00 State=UP
+$NODE_LINES
+PartitionName=$PARTITION Nodes=$PART_NODES Default=YES MaxTime=2-00:00:00 State=UP
 # a GPU node that never comes up (no slurmd answers on its port; DOWN): a held job submitted to it is checked for its
 # syntax, partition, account, CPU count and time limit (GPU type/count and memory only once a node is up), then
 # cancelled; nothing ever runs there (--test-only refuses any request on a DOWN or not-responding node)
@@ -186,10 +212,18 @@ sacctmgr -i add user root Account="$ACCOUNT" DefaultAccount="$ACCOUNT" Cluster="
 log "slurmdbd up; account $ACCOUNT"
 slurmctld
 for _ in $(seq 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.5; done
-env -u SLURM_CONF slurmd --conf-server "$HOST:$CTLD_PORT"
-for _ in $(seq 60); do sinfo -h -N -o %T 2>/dev/null | grep -qx idle && break; sleep 0.5; done
+if [ "$NODES" = 1 ]; then
+  env -u SLURM_CONF slurmd --conf-server "$HOST:$CTLD_PORT"
+else
+  bash "$REPO/scripts/dev/slurm_netns.sh" up "$NODES"
+  for i in $(seq "$NODES"); do
+    bash "$REPO/scripts/dev/slurm_netns.sh" run "$i" env -u SLURM_CONF slurmd -N "rh-node$i" --conf-server "10.77.0.1:$CTLD_PORT"
+  done
+fi
+idle() { [ "$(sinfo -h -N -p "$PARTITION" -o %T 2>/dev/null | grep -cx idle)" = "$NODES" ]; }
+for _ in $(seq 60); do idle && break; sleep 0.5; done
 sinfo -N -o '%N %c %m %G %P %T' | tee "$T/evidence/sinfo.txt" >&2
-sinfo -h -N -o %T | grep -qx idle || { log "node not idle"; tail -20 "$T/log/slurmd.log" "$T/log/slurmctld.log"; exit 1; }
+idle || { log "$NODES node(s) not idle"; tail -20 "$T"/log/slurmd*.log "$T/log/slurmctld.log"; exit 1; }
 
 # ---- the workload: a copy of the working tree with a fresh results/ ------------------------------------------------
 W="$T/work/repo"
@@ -229,6 +263,19 @@ print(f"{plan.run_dir(config)}/models/{model}/training_metrics.csv")
 PY
 )")
 fi
+if [ -n "$TIME_LIMIT" ]; then
+  log "time-limit scenario: the training job's inputs first, then its size on this machine"
+  snakemake --profile profiles/slurm-rehearsal "${TARGET[@]}" --omit-from train_model --configfile "${CONFIGFILES[@]}" \
+    >"$T/evidence/snakemake_inputs.log" 2>&1 || { log "inputs failed"; tail -20 "$T/evidence/snakemake_inputs.log"; exit 1; }
+  python scripts/dev/slurm_scenarios.py timelimit-overlay "$TRAIN_ONLY" "$TIME_LIMIT" "$STOP_MARGIN" "$T/evidence/timelimit.yaml" \
+    "${CONFIGFILES[@]}" 2>"$T/evidence/timelimit_overlay.log" | tail -1 >&2
+  CONFIGFILES+=("$T/evidence/timelimit.yaml")
+  export FASTDLLM_STOP_MARGIN_S="$STOP_MARGIN"
+fi
+if [ "$NODES" != 1 ]; then
+  python scripts/dev/slurm_scenarios.py nodes-overlay "$TRAIN_ONLY" "$NODES" "$T/evidence/nodes.yaml"
+  CONFIGFILES+=("$T/evidence/nodes.yaml")
+fi
 # shellcheck disable=SC2206
 CMD=(snakemake --profile profiles/slurm-rehearsal ${REHEARSAL_SNAKEMAKE_ARGS:-} "${TARGET[@]}" --configfile "${CONFIGFILES[@]}")
 log "running: ${CMD[*]}  (in $W)"
@@ -265,12 +312,31 @@ if [ -n "$TRAIN_ONLY" ]; then
       >"$T/evidence/train_log_excerpt.txt" 2>/dev/null || true
     set +e
     python "$REPO/scripts/dev/slurm_train_check.py" "$T/evidence/train_sacct_parsable.txt" \
-      profiles/slurm-rehearsal/config.yaml "${TARGET[0]}" >"$T/evidence/train_check.txt" 2>&1
+      profiles/slurm-rehearsal/config.yaml "${TARGET[0]}" "$NODES" >"$T/evidence/train_check.txt" 2>&1
     check_rc=$?
     set -e
     cat "$T/evidence/train_sacct.txt" "$T/evidence/train_check.txt" >&2
   fi
   train="job $train_id: $(tail -1 "$T/evidence/train_check.txt")"
+  if [ -n "$TIME_LIMIT" ]; then
+    sacct -X -n -P --starttime "$(date -d @"$start" +%Y-%m-%dT%H:%M:%S)" -o JobID,Comment,State,ExitCode,Timelimit \
+      >"$T/evidence/timelimit_sacct.txt"
+    set +e
+    python scripts/dev/slurm_scenarios.py timelimit-check "$TRAIN_ONLY" "$T/evidence/timelimit_sacct.txt" \
+      "$(dirname "${TARGET[0]}")/run" ".snakemake/slurm_logs/rule_train_model" 2>"$T/evidence/timelimit_check.log" \
+      | tee "$T/evidence/timelimit_check.txt" >&2
+    [ "${PIPESTATUS[0]}" = 0 ] || check_rc=1
+    set -e
+    train="$train; $(tail -1 "$T/evidence/timelimit_check.txt")"
+  fi
+  if [ "$NODES" != 1 ]; then
+    set +e
+    python scripts/dev/slurm_scenarios.py nodes-check "$(dirname "${TARGET[0]}")/run" 2>"$T/evidence/nodes_check.log" \
+      | tee "$T/evidence/nodes_check.txt" >&2
+    [ "${PIPESTATUS[0]}" = 0 ] || check_rc=1
+    set -e
+    train="$train; $(tail -1 "$T/evidence/nodes_check.txt")"
+  fi
 fi
 
 # ---- profiles/slurm (the GPU cluster's profile) against this controller: sbatch --test-only ------------------------
@@ -322,7 +388,7 @@ fi
   echo "configs:   ${CONFIGFILES[*]}"
   echo "result:    snakemake exit $smk_rc; $n_sub jobs submitted through sbatch; sacct: $n_done COMPLETED, $n_other other"
   echo "wall time: ${wall} s (snakemake alone; cluster start-up not counted)"
-  echo "node:      $(grep "^$HOST " "$T/evidence/sinfo.txt")"
+  echo "nodes:     $(grep " $PARTITION\* " "$T/evidence/sinfo.txt" | paste -sd ';')"
   echo "profiles:  $profiles"
   echo "profiles/slurm check: $testonly"
   echo "training job check: $train"

@@ -1,12 +1,13 @@
 """Check one ``train_model`` SLURM job of scripts/dev/slurm_rehearsal.sh against the shape its profile asked for.
 
-    python scripts/dev/slurm_train_check.py SACCT_P PROFILE TRAINING_METRICS_CSV
+    python scripts/dev/slurm_train_check.py SACCT_P PROFILE TRAINING_METRICS_CSV [NODES]
 
 ``SACCT_P``: ``sacct -j <id> -n -P --format=JobID,JobName,NNodes,NTasks,AllocCPUS,State`` of the job (allocation and
 every step); ``PROFILE``: the profile's config.yaml (``set-resources.train_model``: ``nodes``, default 1, and
 ``cpus_per_task``: the data-parallel processes per node of a CPU job, as ``gres gpu:<model>:N`` gives N GPUs per node
 on the GPU cluster); ``TRAINING_METRICS_CSV``: the job's output, whose ``world_size`` column is the number of
-training processes that ran.  Checked: the allocation has the nodes and CPUs asked for, every row (allocation,
+training processes that ran; ``NODES``: the nodes the job asked for (the rule's, from the config's training plan;
+default: the profile's ``nodes``, else 1).  Checked: the allocation has the nodes and CPUs asked for, every row (allocation,
 batch step, Snakemake's job step, a per-node launch step) is COMPLETED, one step ran one task on each node, and
 the training ran nodes x processes processes.  Prints the verdict; exit status 1 with every problem named.
 """
@@ -31,12 +32,13 @@ def parse_sacct(text: str) -> list[dict]:
     return rows
 
 
-def requested(profile: dict) -> tuple[int, int]:
-    """(nodes, processes per node) that ``profile`` asks for ``train_model``."""
+def requested(profile: dict, nodes: int | None = None) -> tuple[int, int]:
+    """(nodes, processes per node) that ``profile`` asks for ``train_model``: ``nodes`` when given (the rule's,
+    from the training plan), else the profile's (default 1)."""
     res = (profile.get("set-resources") or {}).get("train_model")
     if not res or "cpus_per_task" not in res:
         raise ValueError("the profile has no set-resources.train_model.cpus_per_task (the processes per node)")
-    return int(res.get("nodes", 1)), int(res["cpus_per_task"])
+    return int(nodes if nodes is not None else res.get("nodes", 1)), int(res["cpus_per_task"])
 
 
 def problems(rows: list[dict], nodes: int, per_node: int, world_sizes: list[int]) -> list[str]:
@@ -71,11 +73,11 @@ def problems(rows: list[dict], nodes: int, per_node: int, world_sizes: list[int]
 def main(argv: list[str]) -> int:
     import yaml
 
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
     rows = parse_sacct(Path(argv[0]).read_text())
-    nodes, per_node = requested(yaml.safe_load(Path(argv[1]).read_text()))
+    nodes, per_node = requested(yaml.safe_load(Path(argv[1]).read_text()), int(argv[3]) if len(argv) == 4 else None)
     with open(argv[2], newline="") as fh:
         world = [int(r["world_size"]) for r in csv.DictReader(fh)]
     found = problems(rows, nodes, per_node, world)

@@ -267,9 +267,10 @@ def train_runtime(config: dict, attempt: int) -> int:
 
 def train_retries(config: dict) -> int | None:
     """Retries of a training job where there is a training plan: the jobs of ``job_minutes`` the longest
-    planned run needs (``fastdllm plan-training``'s wall hours), one of them spare; each job stops with a
-    checkpoint before its limit (fastdllm_core.training.stopping) and the next resumes.  None (Snakemake's
-    ``--retries``) without a plan, or when the plan cannot be made here (plan-training names why)."""
+    planned run needs (``fastdllm plan-training``'s wall hours; at least one), less the first, plus
+    ``training_plan.spare_jobs`` (default 1); each job stops with a checkpoint before its limit
+    (fastdllm_core.training.stopping) and the next resumes.  None (Snakemake's ``--retries``) without a plan, or
+    when the plan cannot be made here (plan-training names why)."""
     tp = config.get("training_plan")
     if not tp or not trained_models(config):
         return None
@@ -280,7 +281,8 @@ def train_retries(config: dict) -> int | None:
         hours = max(p.wall_hours for _, _, p in model_plans(config, gpus, gb, nodes, "auto"))
     except ValueError:
         return None
-    return -(-int(hours * 60) // train_runtime(config, 1))
+    jobs = max(1, -(-int(hours * 60) // train_runtime(config, 1)))
+    return jobs - 1 + int(tp.get("spare_jobs", 1))
 
 
 RECIPE_COST = {"ar_pretrain": 4, "sft": 4, "bd_pad_cm": 3, "bd_naive": 2, "bd_pad": 2, "ntp": 1, "dream": 1}

@@ -19,13 +19,18 @@ rule train_model:
         f"{R}/benchmarks/train/{{model}}.tsv"
     threads: lambda wc: plan.train_threads(config, wc.model)
     priority: lambda wc: plan.train_priority(config, wc.model)
-    retries: plan.train_retries(config)
+    # a new job (allocation) resumes; never a rerun inside the stopped job's own allocation (a cluster's job step
+    # runs Snakemake with the rule's retries), where the time limit that stopped it is as near as before
+    retries: None if workflow.remote_exec else plan.train_retries(config)
     conda:
         "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
         runtime=lambda wc, attempt: plan.train_runtime(config, attempt),
         nodes=plan.train_nodes(config),
+        # a CPU job's batch tasks, one a node (the SLURM executor writes --ntasks=1 for a CPU job otherwise, and
+        # SLURM cuts --nodes down to the task count); a GPU job's tasks are SLURM's default (tasks_per_gpu unset)
+        tasks=0 if GPU else plan.train_nodes(config),
         gpu=GPU,
     script:
         "../scripts/train_model.py"

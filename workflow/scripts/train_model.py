@@ -36,18 +36,20 @@ with logged(snakemake):  # noqa: F821
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
+    import os
     import subprocess
 
-    from fastdllm_core.training.launch import train_gpus, train_processes
+    from fastdllm_core.training.launch import allocation_nodes, job_allocation, train_gpus, train_processes
     from fastdllm_core.training.loop import train
     from fastdllm_core.training.stopping import TrainingInterrupted
 
     try:
-        if config.train.device == "cpu" and sm.threads > 1:
+        nodes = allocation_nodes(job_allocation(os.environ))  # a multi-node SLURM job: processes on every node
+        if config.train.device == "cpu" and (sm.threads > 1 or nodes > 1):
             # the thread policy of CPU training: data-parallel processes of one thread each (never OpenMP threads,
             # which collapse on a busy machine); see fastdllm_core.training.launch.train_processes
-            print(f"{sm.threads} training processes of one thread each (torchrun, gloo)")
-            final = train_processes(config, run_dir, sm.threads)
+            print(f"{sm.threads} training processes of one thread each on each of {nodes} node(s) (torchrun, gloo)")
+            final = train_processes(config, run_dir, sm.threads, env=os.environ)
         elif config.train.device != "cpu" and device == "cuda":
             # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
             # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
@@ -57,8 +59,11 @@ with logged(snakemake):  # noqa: F821
     except (TrainingInterrupted, subprocess.CalledProcessError) as exc:
         # a signal or the job's deadline (fastdllm_core.training.stopping), or a failed process: the newest
         # checkpoint under run/checkpoints is where the next attempt (the rule's retries) resumes
+        from fastdllm_core.training.checkpoints import checkpoints
+
+        newest = (checkpoints(run_dir) or [run_dir / "checkpoints" / "(none yet: from step 0)"])[-1]
         raise RuntimeError(f"training of {sm.wildcards.model} stopped before optim.max_steps ({exc}); the next "
-                           f"attempt resumes from the newest checkpoint in {run_dir / 'checkpoints'}") from exc
+                           f"attempt resumes from {newest}") from exc
     print(f"final checkpoint: {final}")
     with open(run_dir / "metrics.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
