@@ -323,7 +323,8 @@ if [ -n "$TRAIN_ONLY" ]; then
       >"$T/evidence/timelimit_sacct.txt"
     set +e
     python scripts/dev/slurm_scenarios.py timelimit-check "$TRAIN_ONLY" "$T/evidence/timelimit_sacct.txt" \
-      "$(dirname "${TARGET[0]}")/run" ".snakemake/slurm_logs/rule_train_model" 2>"$T/evidence/timelimit_check.log" \
+      "$(dirname "${TARGET[0]}")/run" .snakemake/slurm_logs/rule_train_model "$(dirname "${TARGET[0]}")/../../logs/train" \
+      2>"$T/evidence/timelimit_check.log" \
       | tee "$T/evidence/timelimit_check.txt" >&2
     [ "${PIPESTATUS[0]}" = 0 ] || check_rc=1
     set -e

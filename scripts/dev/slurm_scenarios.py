@@ -18,11 +18,12 @@ Nodes (REHEARSAL_NODES=N): one training job over N nodes.
 Exit 1 on any failure.
 
   python scripts/dev/slurm_scenarios.py timelimit-overlay MODEL MINUTES MARGIN_S OUT.yaml CONFIGFILE...
-  python scripts/dev/slurm_scenarios.py timelimit-check MODEL SACCT_PARSABLE RUN_DIR LOG_DIR
+  python scripts/dev/slurm_scenarios.py timelimit-check MODEL SACCT_PARSABLE RUN_DIR LOG...
   python scripts/dev/slurm_scenarios.py nodes-overlay MODEL N OUT.yaml
   python scripts/dev/slurm_scenarios.py nodes-check RUN_DIR
 
-SACCT_PARSABLE: `sacct -X -n -P -o JobID,Comment,State,ExitCode,Timelimit`; LOG_DIR: searched for *.log.
+SACCT_PARSABLE: `sacct -X -n -P -o JobID,Comment,State,ExitCode,Timelimit`; LOG: a log file, or a directory searched
+for *.log.
 """
 from __future__ import annotations
 
@@ -112,17 +113,24 @@ def _weights_equal(a: Path, b: Path) -> str | None:
     return f"{len(bad)} of {len(wa)} weight tensors differ (first: {bad[0]})" if bad else None
 
 
-def check(model: str, sacct_file: str, run_dir: str, log_dir: str) -> int:
-    rows = [ln.split("|") for ln in Path(sacct_file).read_text().splitlines() if ln.strip()]
-    jobs = [(r[0], r[2], r[3], r[4]) for r in rows if r[1] == f"rule_train_model_wildcards_{model}"]
-    fails = []
-    print("train_model jobs (JobID State ExitCode Timelimit):", *(" ".join(j) for j in jobs), sep="\n  ")
+def job_problems(sacct_text: str, model: str) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The model's train_model allocations in ``sacct -X -n -P -o JobID,Comment,State,ExitCode,Timelimit`` output
+    (JobID, State, ExitCode, Timelimit), and what is wrong with them: fewer than 2 (the training never went past a
+    limit), or not every one but the last stopped and the last COMPLETED."""
+    rows = [ln.split("|") for ln in sacct_text.splitlines() if ln.strip()]
+    jobs = [(r[0], r[2], r[3], r[4]) for r in rows if len(r) == 5 and r[1] == f"rule_train_model_wildcards_{model}"]
     if len(jobs) < 2:
-        fails.append(f"{len(jobs)} train_model job(s): the training never went past its time limit")
-    elif jobs[-1][1] != "COMPLETED" or any(j[1] == "COMPLETED" for j in jobs[:-1]):
-        fails.append("expected every job but the last stopped, the last COMPLETED")
-    for log in sorted(Path(log_dir).glob("**/*.log")):  # the executor's log of each job (and the rule's log)
-        text = log.read_text(errors="replace")
+        return jobs, [f"{len(jobs)} train_model job(s): the training never went past its time limit"]
+    if jobs[-1][1] != "COMPLETED" or any(j[1] == "COMPLETED" for j in jobs[:-1]):
+        return jobs, ["expected every job but the last stopped, the last COMPLETED"]
+    return jobs, []
+
+
+def check(model: str, sacct_file: str, run_dir: str, *logs: str) -> int:
+    jobs, fails = job_problems(Path(sacct_file).read_text(), model)
+    print("train_model jobs (JobID State ExitCode Timelimit):", *(" ".join(j) for j in jobs), sep="\n  ")
+    for log in [f for p in map(Path, logs) for f in (sorted(p.glob("**/*.log")) if p.is_dir() else [p])]:
+        text = log.read_text(errors="replace") if log.is_file() else ""  # each job's executor log, the rule's log
         for ck in dict.fromkeys(re.findall(r"the next attempt resumes from (\S+)", text)):
             print(f"  {log.parent.name}/{log.name}: stopped; the next attempt resumes from {ck}")
         for ck in dict.fromkeys(re.findall(r"resumed from (\S+)", text)):
@@ -185,7 +193,7 @@ if __name__ == "__main__":
     cmd, *args = sys.argv[1:] or [""]
     if cmd == "timelimit-overlay" and len(args) >= 5:
         overlay(args[0], int(args[1]), float(args[2]), args[3], args[4:])
-    elif cmd == "timelimit-check" and len(args) == 4:
+    elif cmd == "timelimit-check" and len(args) >= 4:
         sys.exit(check(*args))
     elif cmd == "nodes-overlay" and len(args) == 3:
         nodes_overlay(args[0], int(args[1]), args[2])
