@@ -17,19 +17,20 @@
 # fresh results/), REHEARSAL_SKIP_INSTALL=1 (do not apt-get), REHEARSAL_SKIP_WORKLOAD=1 / REHEARSAL_SKIP_TESTONLY=1
 # (skip the DAG run / the profiles/slurm check), REHEARSAL_TESTONLY_CONFIGS (the --configfile list of the profiles/slurm
 # check, default config/paper.yaml; add a config with data.train_files to put train_model's request to it too),
-# REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g. a target), REHEARSAL_TRAIN_ONLY=<model> (only that model's train_model job and the jobs it needs; configs default
-# to config/paper.yaml config/rehearsal.yaml; no profiles/slurm check): the training job is then checked with
+# REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g. a target), REHEARSAL_TRAIN_ONLY=<model> (only
+# that model's train_model job and the jobs it needs; configs default to config/paper.yaml config/rehearsal.yaml;
+# no profiles/slurm check): the training job is then checked with
 # `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/dev/slurm_train_check.py: every
 # step COMPLETED, the nodes and CPUs asked for, one task per node, nodes x cpus_per_task training processes).
-# REHEARSAL_TIME_LIMIT=<minutes> (with REHEARSAL_TRAIN_ONLY): the job asks SLURM for that limit (training_plan.job_minutes)
-# and is sized to ~1.4 jobs of training here (its inputs built first, so that the plan -- the rule's retries -- can be
-# made); the first job stops with a checkpoint REHEARSAL_STOP_MARGIN_S (default 20) s before its limit, the next one
-# resumes and finishes; checked: sacct shows both, losses and weights equal an uninterrupted run's (timelimit_check.txt).
-# REHEARSAL_NODES=N (2..9, with REHEARSAL_TRAIN_ONLY): the nodes are N network namespaces of this machine (each its own
-# address, hostname, slurmd and 2 CPUs: scripts/dev/slurm_netns.sh) and the plan asks for N nodes, 2 processes each;
-# checked: one task on each node, world size 2N, losses against a 1-process run (nodes_check.txt).
-# Overlays and checks of both: scripts/dev/slurm_scenarios.py.
-# Needs root (daemons, apt-get).
+# REHEARSAL_TIME_LIMIT=<minutes> (with REHEARSAL_TRAIN_ONLY): the job asks SLURM for that limit
+# (training_plan.job_minutes) and is sized to ~1.4 jobs of training here (its inputs built first, so that the plan --
+# the rule's retries -- can be made); the first job stops with a checkpoint REHEARSAL_STOP_MARGIN_S (default 20) s
+# before its limit, the next one resumes and finishes; checked: sacct shows both, losses and weights equal an
+# uninterrupted run's (timelimit_check.txt).
+# REHEARSAL_NODES=N (2..9, with REHEARSAL_TRAIN_ONLY): the nodes are N network namespaces of this machine (each its
+# own address, hostname, slurmd and 2 CPUs: scripts/dev/slurm_netns.sh) and the plan asks for N nodes, 2 processes
+# each; checked: one task on each node, world size 2N, losses against a 1-process run (nodes_check.txt).
+# Overlays and checks of both: scripts/dev/slurm_scenarios.py.  Needs root (daemons, apt-get, namespaces).
 # Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt,
 # profile_settings.txt: what Snakemake resolves for --profile profiles/slurm and profiles/slurm-rehearsal
 # (scripts/dev/profile_settings.py); train_sacct.txt, train_check.txt with REHEARSAL_TRAIN_ONLY).
