@@ -66,6 +66,20 @@ step_real15() {
   done
 }
 
+# where the 7B's block forward loses to AR's one-token forward (issue 40: 34.8% against 46.5% of the roofline):
+# one eager decode of each under torch.profiler, time by kind of kernel (scripts/gpu/profile_decode.py); not in the
+# default PLAN: `bash scripts/gpu/static_session.sh profile7:150`
+step_profile7() {
+  local mode
+  for mode in bd ar; do
+    python scripts/gpu/profile_decode.py --out "$OUT/profile_${SHAPE_LARGE}_$mode" -- --model "random:$SHAPE_LARGE" \
+      --out "$OUT/profile_${SHAPE_LARGE}_$mode.csv" --device "$DEVICE" --dtype bfloat16 --attn sdpa \
+      --synthetic-prompts 1 --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" --ignore-eos --modes "$mode" \
+      --ar-baselines hf --decode-paths eager --batch-sizes 1 --forced-k "$FORCED_K" --thresholds 0.9 \
+      --sub-block-sizes 8 --sub-block-cache off --grid cross --warmup 1 --repeats 1 --no-profile --quiet
+  done
+}
+
 step_roofline() {
   local f
   for f in "$OUT"/static_*.csv; do
