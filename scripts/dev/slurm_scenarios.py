@@ -41,15 +41,6 @@ STARTUP_S = 30  # the job's start before its first step (jobstep, imports, torch
 SPAN = 1.4      # training sized to this many jobs' worth of steps
 
 
-def _config(configfiles: list[str]) -> dict:
-    from snakemake.utils import update_config
-
-    config: dict = {}
-    for f in configfiles:
-        update_config(config, yaml.safe_load(open(f)) or {})
-    return config
-
-
 def steps_per_s(config: dict, model: str, short: int = 20, long: int = 80) -> float:
     """Optimiser steps per second of ``model``'s training config here (2 processes): the wall-time difference of a
     ``long`` and a ``short`` run (after a first, cold one), so that start-up does not count."""
@@ -73,7 +64,9 @@ def steps_per_s(config: dict, model: str, short: int = 20, long: int = 80) -> fl
 
 
 def overlay(model: str, minutes: int, margin_s: float, out: str, configfiles: list[str]) -> None:
-    config = _config(configfiles)
+    from fastdllm_core.cli.plan_training import load_config  # the DAG's merge, over config.yaml unless standalone
+
+    config = load_config(configfiles)
     if "train" not in (config["models"].get(model) or {}):
         sys.exit(f"REHEARSAL_TRAIN_ONLY={model!r} is not a trained model of {configfiles}")
     rate = steps_per_s(config, model)
