@@ -21,6 +21,8 @@ from fastdllm_core.stats import intervals_overlap, seed_interval, wilson_pct
 # (1.54B and 7.61B, Qwen2.5's model cards, not the paper): the paper's tokens per parameter
 PAPER_RATIOS = {"paper 1.5B": 3.15e9 / 1.54e9, "paper 7B": 1.31e9 / 7.61e9}
 KEYS = ["model", "lever", "lever_value", "budget"]
+SUMMARY_NUMBERS = ["budget", "tokens_per_param", "passes", "final_loss", "value", "ci_low", "ci_high", "ref_value",
+                   "difference", "n", "seeds"]
 
 
 def _num(df: pd.DataFrame, cols) -> pd.DataFrame:
@@ -164,16 +166,22 @@ def _cell(s: pd.DataFrame, quantity: str, column: str, kind: str = "gap") -> str
            f"{'s' if int(r['seeds']) > 1 else ''})"
 
 
+def _read_back(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary as :func:`summarize` returns it, from itself or from budget_study.csv read back as text."""
+    return _num(_levers(summary), SUMMARY_NUMBERS)
+
+
 def markdown(summary: pd.DataFrame, columns: dict, speed_threshold: float, provenance: str) -> str:
     """The study's table: per model, lever and budget, the gap to the AR base (Avg. and the GSM8K and HumanEval
     stand-ins), tokens per forward and accuracy change at the speed threshold, batch-1 speed against AR."""
+    summary = _read_back(summary)
     head = ["model", "budget", "tokens / param", "passes", "final loss", "Avg. gap to AR base", "GSM8K gap",
             "HumanEval gap", f"tokens / forward (t={speed_threshold:g})",
             f"Avg. change t=1.0 -> {speed_threshold:g}", "batch-1 speed / AR"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, s in summary.groupby(KEYS, sort=False):
         base = s.iloc[0]
-        name = base["model"] + (f" [{base['lever']} = {base['lever_value']}]" if base["lever"] else "")
+        name = _label(base["model"], base["lever"], base["lever_value"])
         speed = s[s["quantity"] == "speedup_b1"]
         cells = [name, f"{int(base['budget'])}x", _fmt(base["tokens_per_param"], 2), _fmt(base["passes"], 2),
                  _fmt(base["final_loss"], 3), _cell(s, "accuracy", "avg"), _cell(s, "accuracy", "gsm8k"),
@@ -194,10 +202,30 @@ def markdown(summary: pd.DataFrame, columns: dict, speed_threshold: float, prove
 def _series(summary: pd.DataFrame, quantity: str, column: str):
     """``{line label: DataFrame sorted by tokens per parameter}`` of one quantity and column."""
     s = summary[(summary["quantity"] == quantity) & (summary["column"] == column)]
-    out = {}
-    for (model, lever, value), g in s.groupby(["model", "lever", "lever_value"], sort=False):
-        out[model + (f" [{lever} = {value}]" if lever else "")] = g.sort_values("tokens_per_param")
-    return out
+    return {_label(*key): g.sort_values("tokens_per_param")
+            for key, g in s.groupby(["model", "lever", "lever_value"], sort=False)}
+
+
+def _label(model: str, lever: str, value) -> str:
+    return model + (f" [{lever} = {value}]" if lever else "")
+
+
+def _colours(summary: pd.DataFrame) -> dict:
+    """One colour per line (model and lever) in every panel that draws it, in the summary's order."""
+    keys = summary[["model", "lever", "lever_value"]].drop_duplicates().itertuples(index=False)
+    return {_label(*k): f"C{i}" for i, k in enumerate(keys)}
+
+
+def _log_axis(ax, xs: list[float]) -> None:
+    """Log x axis over ``xs`` with plain labels at 1, 2 and 5 times the powers of ten, minor ticks unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_xlim(min(xs) / 1.6, max(xs) * 1.6)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("adaptation tokens per parameter")
 
 
 def _paper_marks(ax) -> None:
@@ -217,6 +245,7 @@ def _errorbars(ax, g: pd.DataFrame, y: str, label: str, **kw) -> None:
 def figure(summary: pd.DataFrame, png, pdf, recipe: str, speed_threshold: float, footer: str) -> None:
     """(a) the recipe's gap to the AR base per column; (b) the Avg. gap of every model and lever; (c) tokens per
     forward at the speed threshold; (d) batch-1 speed over the AR base's; all against tokens per parameter."""
+    summary = _read_back(summary)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -230,16 +259,17 @@ def figure(summary: pd.DataFrame, png, pdf, recipe: str, speed_threshold: float,
     for col, g in ((k, v) for k, v in _one_model(summary, recipe, "accuracy").items() if k != "avg"):
         a.plot(g["tokens_per_param"], g["difference"], marker="o", label=col)
     a.set_title(f"(a) {recipe}: accuracy gap to the AR base\nper stand-in (mean over seeds)", fontsize=10)
+    colour = _colours(summary)
     for label, g in _series(summary, "accuracy", "avg").items():
         g = g.assign(gap=g["difference"], ci_low=g["ci_low"] - g["ref_value"], ci_high=g["ci_high"] - g["ref_value"])
-        _errorbars(b, g, "gap", label)
+        _errorbars(b, g, "gap", label, color=colour[label])
     b.set_title("(b) Avg. gap to the AR base\n(95% interval of the model's Avg.)", fontsize=10)
     for label, g in _series(summary, "tokens_per_forward", "all").items():
-        c.plot(g["tokens_per_param"], g["value"], marker="o", label=label)
+        c.plot(g["tokens_per_param"], g["value"], marker="o", label=label, color=colour[label])
     c.axhline(1.0, color="grey", lw=0.8)
     c.set_title(f"(c) tokens per forward at threshold {speed_threshold:g}\n(block diffusion)", fontsize=10)
     for label, g in _series(summary, "speedup_b1", "all").items():
-        _errorbars(d, g, "value", label)
+        _errorbars(d, g, "value", label, color=colour[label])
     d.axhline(1.0, color="grey", lw=0.8)
     d.set_title("(d) batch-1 tokens/s over the AR base's\n(timed in one job; range over seeds)", fontsize=10)
     for ax in (a, b):
@@ -247,9 +277,7 @@ def figure(summary: pd.DataFrame, png, pdf, recipe: str, speed_threshold: float,
         ax.set_ylabel("points")
     xs = summary["tokens_per_param"].dropna().astype(float).tolist() + list(PAPER_RATIOS.values())
     for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xlim(min(xs) / 1.6, max(xs) * 1.6)
-        ax.set_xlabel("adaptation tokens per parameter")
+        _log_axis(ax, xs)
         _paper_marks(ax)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower left")

@@ -2,6 +2,7 @@
 before any training, the snapshot of a longer run equal to the shorter run, and the summary's gaps and verdicts.
 The study's rules run end to end in tests/test_workflow.py::test_end_to_end_ci_config."""
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,16 @@ def test_default_study_plan():
         (1, 200, 204_800), (4, 800, 819_200), (16, 3200, 3_276_800)]
     assert snaps["bd_pad_cm.s0.x16"]["previous"] == "bd_pad_cm.s0.x4"
     assert [s["budget"] for s in snaps.values() if s["chain"] == "ntp.s2"] == [1, 16]
-    cfg = budget_study.train_config(c, "bd_pad_cm.lr-2e-05.s0", ["adapt.jsonl"])
+    cfg = budget_study.train_config(c, chains["bd_pad_cm.lr-2e-05.s0"], ["adapt.jsonl"])
     assert cfg["optim"]["lr"] == 2e-5 and cfg["optim"]["max_steps"] == 3200 and cfg["train"]["seed"] == 0
     assert cfg["data"]["train_files"] == ["adapt.jsonl"] and cfg["recipe"] == "bd_pad_cm"
-    assert budget_study.train_config(c, "ntp.s2", [])["train"]["seed"] == 2
+    assert budget_study.train_config(c, chains["ntp.s2"], [])["train"]["seed"] == 2
+    assert budget_study.snapshots(c, chains) == snaps and budget_study.priority(chains, snaps["ntp.s2.x1"]) == 1
+    # a chain's estimate at its largest budget's tokens, its job's runtime twice that (+ 10 min), per attempt
+    est = 3_276_800 / c["budget_study"]["train_rate"]["bd_pad_cm"] / 60
+    assert budget_study.estimate_minutes(c, chains["bd_pad_cm.s0"]) == pytest.approx(est)
+    assert budget_study.runtime_minutes(c, chains["bd_pad_cm.s0"], 2) == 2 * math.ceil(2 * est + 10)
+    assert "levers: lr = 2e-05" in budget_study.describe(c) and "budgets 1x, 4x, 16x" in budget_study.describe(c)
     # the largest budget passes the paper 1.5B's tokens per parameter (0.89M parameters: 3.7 against 2.05)
     assert 3_276_800 / 0.89e6 > analysis.PAPER_RATIOS["paper 1.5B"]
 
@@ -132,7 +139,7 @@ def _acc_rows(model, mode, budget, seed, values, point, tpf=None):
             for (c, v), tokens in zip(values.items(), (300, 100))]
 
 
-def test_summary_gaps_verdicts_and_speed():
+def test_summary_gaps_verdicts_and_speed(tmp_path):
     acc = pd.DataFrame(
         _acc_rows("bd", "bd", 1, 0, {"gsm8k": 30.0, "humaneval_base": 60.0}, "bd_t1")
         + _acc_rows("bd", "bd", 1, 1, {"gsm8k": 34.0, "humaneval_base": 62.0}, "bd_t1")
@@ -163,6 +170,13 @@ def test_summary_gaps_verdicts_and_speed():
     assert set(s[s["model"] == "ntp"]["quantity"]) == {"accuracy", "speedup_b1"}
     text = analysis.markdown(s, COLUMNS, 0.9, "provenance")
     assert "| bd | 1x |" in text and "below" in text and "1.60x" in text and "paper 1.5B 2.05" in text
+    # the table from budget_study.csv read back (text columns, empty levers as NaN) is the same table
+    from analysis.results_io import load_csv
+    from fastdllm_core.provenance import write_csv_atomic
+
+    write_csv_atomic(tmp_path / "summary.csv", s.to_dict("records"))
+    assert analysis.markdown(load_csv(tmp_path / "summary.csv"), COLUMNS, 0.9, "provenance") == text
+    assert analysis._colours(s) == {"bd": "C0", "ntp": "C1"}  # one colour per line, the same in every panel
 
 
 def test_figure_draws(tmp_path):

@@ -204,6 +204,9 @@ def test_cpu_processes_run_on_every_node_of_a_multi_node_allocation(tmp_path, da
 
     assert allocation_nodes(job) == 1 and allocation_nodes(job_allocation(job, squeue)) == 2
     assert asked[0] == ["squeue", "-h", "-j", "77", "-o", "%D|%N"] and job_allocation({}, squeue) == {}
+    resolved = job_allocation(job, squeue)  # asked again with its own answer (train_model, then the launch): kept
+    assert job_allocation(resolved, squeue) == resolved and len(asked) == 2
+    assert job_allocation(dict(resolved, SLURM_JOB_ID="78"), squeue)["SLURM_JOB_ID"] == "78" and len(asked) == 3
     failed = job_allocation(job, lambda cmd, **k: sp.CompletedProcess(cmd, 1, stdout=""))
     assert failed == job and "squeue did not give job 77's nodes" in capsys.readouterr().err
     seen = {}

@@ -16,11 +16,17 @@ from .config import TrainConfig
 
 
 def checkpoints(output_dir: Path) -> list[Path]:
+    """The complete checkpoints of a run (``checkpoints/step-N`` with its ``state.json``), oldest first."""
     d = output_dir / "checkpoints"
     if not d.is_dir():
         return []
     cks = [p for p in d.iterdir() if p.name.startswith("step-") and (p / "state.json").is_file()]
-    return sorted(cks, key=lambda p: int(p.name.split("-")[1]))
+    return sorted(cks, key=checkpoint_step)
+
+
+def checkpoint_step(path: Path) -> int:
+    """The optimiser step of checkpoint ``path`` (``.../step-N``)."""
+    return int(Path(path).name.split("-")[1])
 
 
 def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep: int) -> None:

@@ -46,14 +46,18 @@ def allocation_nodes(env: Mapping[str, str]) -> int:
     return _posint(key, env[key]) if key else 1
 
 
+RESOLVED_VAR = "FASTDLLM_ALLOCATION_OF"  # the job id whose nodes job_allocation put in the environment
+
+
 def job_allocation(env: Mapping[str, str], run=subprocess.run) -> dict:
     """``env`` with the SLURM job's own node count and node list (``SLURM_JOB_NUM_NODES``, ``SLURM_JOB_NODELIST``),
     asked of SLURM (``squeue -h -j $SLURM_JOB_ID -o '%D|%N'``) when ``env`` is inside a job: Snakemake's job step is
     an ``srun -n1`` started with the allocation's variables removed, so its environment shows the step's one node,
     not the job's (measured on the 2-node rehearsal cluster, scripts/dev/slurm_rehearsal.sh).  Unchanged outside a
-    job, or when squeue does not answer (a warning)."""
+    job, when squeue does not answer (a warning), or when ``env`` is already this function's answer for the job
+    (marked ``RESOLVED_VAR``: one squeue call per job start, whoever asks again)."""
     env = dict(env)
-    if not env.get("SLURM_JOB_ID"):
+    if not env.get("SLURM_JOB_ID") or env.get(RESOLVED_VAR) == env["SLURM_JOB_ID"]:
         return env
     try:
         out = run(["squeue", "-h", "-j", env["SLURM_JOB_ID"], "-o", "%D|%N"], capture_output=True, text=True,
@@ -65,7 +69,8 @@ def job_allocation(env: Mapping[str, str], run=subprocess.run) -> dict:
         print(f"warning: squeue did not give job {env['SLURM_JOB_ID']}'s nodes; using the environment's",
               file=sys.stderr)
         return env
-    return {**env, "SLURM_JOB_NUM_NODES": m.group(1), "SLURM_JOB_NODELIST": m.group(2)}
+    return {**env, "SLURM_JOB_NUM_NODES": m.group(1), "SLURM_JOB_NODELIST": m.group(2),
+            RESOLVED_VAR: env["SLURM_JOB_ID"]}
 
 
 def launch_command(env: Mapping[str, str], train_args: list[str], *, processes_per_node, optim=None,

@@ -107,8 +107,7 @@ def _encode_all(tokenizer, files, tmp: Path, drop_after_answer: bool, progress: 
                 a, lab = np.asarray(ids, dtype=np.int64), np.asarray(labels, dtype=np.int64)
                 if ((lab != IGNORE) & (lab != a)).any():
                     raise ValueError(f"{f}:{n}: a label differs from its token (the store keeps labels as a mask)")
-                fi.write(a.astype(np.uint32).tobytes())
-                fs.write((lab != IGNORE).astype(np.uint8).tobytes())
+                _write_arrays(fi, fs, a, lab)
                 total += len(a)
                 offsets.append(total)
                 bar.update()
@@ -149,12 +148,13 @@ def _examples(tmp: Path, offsets: np.ndarray, order: list[int]):
 
 def build_store(tokenizer, files, out_dir: str | Path, *, seq_len: int, block_size: int, packing: str, pad_id: int,
                 seed: int = 0, max_examples: int | None = None, drop_after_answer: bool = True,
-                progress: bool = True) -> TokenStore:
-    """Tokenize and pack ``files`` into the store ``out_dir`` (see the module docstring); returns it opened."""
+                progress: bool = True, key: str | None = None) -> TokenStore:
+    """Tokenize and pack ``files`` into the store ``out_dir`` (see the module docstring); returns it opened.
+    ``key``: the :func:`store_key` of these arguments when the caller has it."""
     out_dir = Path(out_dir)
     settings = dict(seq_len=seq_len, block_size=block_size, packing=packing, pad_id=pad_id, seed=seed,
                     max_examples=max_examples, drop_after_answer=drop_after_answer)
-    key = store_key(files, tokenizer, **settings)
+    key = key or store_key(files, tokenizer, **settings)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -187,11 +187,15 @@ def build_store(tokenizer, files, out_dir: str | Path, *, seq_len: int, block_si
 def _write(fi, fs, buf) -> int:
     if not buf:
         return 0
-    ids = np.asarray([b[0] for b in buf], dtype=np.int64)
-    lab = np.asarray([b[1] for b in buf], dtype=np.int64)
-    fi.write(ids.astype(np.uint32).tobytes())
-    fs.write((lab != IGNORE).astype(np.uint8).tobytes())
+    _write_arrays(fi, fs, np.asarray([b[0] for b in buf], dtype=np.int64),
+                  np.asarray([b[1] for b in buf], dtype=np.int64))
     return len(buf)
+
+
+def _write_arrays(fi, fs, ids: np.ndarray, labels: np.ndarray) -> None:
+    """Token ids as uint32 to ``fi``, the label mask (1 where the label is not ``IGNORE``) as uint8 to ``fs``."""
+    fi.write(ids.astype(np.uint32).tobytes())
+    fs.write((labels != IGNORE).astype(np.uint8).tobytes())
 
 
 def current_store(out_dir: str | Path, key: str) -> TokenStore | None:
@@ -211,7 +215,7 @@ def prepared_store(tokenizer, files, out_dir: str | Path, *, is_main: bool, time
     if store is not None:
         return store
     if is_main:
-        return build_store(tokenizer, files, out_dir, progress=progress, **settings)
+        return build_store(tokenizer, files, out_dir, progress=progress, key=key, **settings)
     start = time.monotonic()
     while (store := current_store(out_dir, key)) is None:
         if time.monotonic() - start > timeout_s:

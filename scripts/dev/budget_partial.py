@@ -21,7 +21,6 @@ sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 import budget_study  # noqa: E402
 import plan  # noqa: E402
-import plan_points  # noqa: E402
 
 from analysis import budget_study as analysis  # noqa: E402
 from analysis.results_io import load_csv, load_csvs, measured_on  # noqa: E402
@@ -46,10 +45,8 @@ def main(argv=None) -> int:
     speed = load_csvs([run / f"points/{s}.speed.csv" for s in timed])
     metrics = load_csvs([run / f"metrics/{s}.csv" for s in done])
     ar = load_csv(args.results / config["scale"] / "accuracy" / f"{plan.role(config, 'speed_ar')}.csv")
-    columns = {c: config["columns"][c] for c in config["tables"]["table2"]["columns"]}
-    points = {"accuracy": plan_points.point_name("bd", plan_points.base_decode(config)),
-              "speed": plan_points.point_name("bd", plan_points.speed_decode(config))}
-    summary = analysis.summarize(acc, speed, metrics, ar, columns, points)
+    columns = budget_study.report_columns(config)
+    summary = analysis.summarize(acc, speed, metrics, ar, columns, budget_study.report_points(config))
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(args.out / "budget_study.csv", summary.to_dict("records"))
     for name, frame in (("accuracy", acc), ("speed", speed), ("metrics", metrics)):

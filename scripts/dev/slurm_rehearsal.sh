@@ -247,15 +247,11 @@ else
 fi
 TARGET=()
 if [ -n "$TRAIN_ONLY" ]; then  # the model's training metrics under the run's results directory (plan.run_dir)
-  TARGET=("$(python - "$TRAIN_ONLY" config/config.yaml "${CONFIGFILES[@]}" <<'PY'
+  TARGET=("$(python - "$TRAIN_ONLY" "${CONFIGFILES[@]}" <<'PY'
 import sys
-import yaml
-from snakemake.utils import update_config
-sys.path.insert(0, "workflow/lib")
-import plan
-config = {}
-for f in sys.argv[2:]:
-    update_config(config, yaml.safe_load(open(f)) or {})
+from fastdllm_core.cli.plan_training import load_config  # the DAG's merge over config/config.yaml, its schema
+config = load_config(sys.argv[2:])
+import plan  # workflow/lib: on the path from load_config
 model = sys.argv[1]
 if "train" not in (config["models"].get(model) or {}):
     sys.exit(f"REHEARSAL_TRAIN_ONLY={model!r}: no such trained model in {sys.argv[2:]} "

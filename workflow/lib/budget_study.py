@@ -13,8 +13,10 @@ largest budget), so no token is seen twice below it.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import plan
+import plan_points
 
 # a lever: a name the config may use -> the training-config key it sets (one setting changed from the recipe's)
 LEVERS = {
@@ -91,24 +93,29 @@ def steps(config: dict, chain: dict, budget: int) -> int:
     return max(1, round(budget * base_tokens(config) / per_step))
 
 
-def snapshots(config: dict) -> dict[str, dict]:
-    """``{snapshot: {chain, budget, steps, tokens, previous}}`` (``previous``: the chain's snapshot before it)."""
+def snapshots(config: dict, chain_map: dict[str, dict] | None = None) -> dict[str, dict]:
+    """``{snapshot: {chain, budget, steps, tokens, previous}}`` (``previous``: the chain's snapshot before it) of
+    ``chain_map`` (default: :func:`chains`)."""
     out = {}
-    for name, c in chains(config).items():
+    for name, c in (chains(config) if chain_map is None else chain_map).items():
         prev = None
         for b in c["budgets"]:
             key = f"{name}{SEP}x{b}"
-            n = steps(config, c, b)
-            out[key] = dict(chain=name, budget=b, steps=n, previous=prev,
-                            tokens=n * c["batch_size"] * int(config["training"]["data"]["seq_len"]))
+            out[key] = dict(chain=name, budget=b, steps=steps(config, c, b), previous=prev,
+                            tokens=tokens(config, c, b))
             prev = key
     return out
 
 
-def train_config(config: dict, chain_name: str, train_files: list[str]) -> dict:
-    """The ``fastdllm train`` config of a chain: the model's (:func:`plan.training_config`), its seed, its lever,
-    and max_steps of its largest budget (each snapshot's job stops the same run earlier)."""
-    c = chains(config)[chain_name]
+def tokens(config: dict, chain: dict, budget: int) -> int:
+    """Adaptation tokens of ``chain`` at ``budget``: its :func:`steps` x batch x seq_len."""
+    return steps(config, chain, budget) * chain["batch_size"] * int(config["training"]["data"]["seq_len"])
+
+
+def train_config(config: dict, c: dict, train_files: list[str]) -> dict:
+    """The ``fastdllm train`` config of chain ``c`` (a value of :func:`chains`): the model's
+    (:func:`plan.training_config`), its seed, its lever, and max_steps of its largest budget (each snapshot's job
+    stops the same run earlier)."""
     cfg = plan.training_config(config, c["model"], train_files)
     cfg.setdefault("train", {})["seed"] = c["seed"]
     if c["lever"]:
@@ -119,11 +126,10 @@ def train_config(config: dict, chain_name: str, train_files: list[str]) -> dict:
     return cfg
 
 
-def estimate_minutes(config: dict, chain_name: str) -> float:
-    """A chain's training time to its largest budget at ``budget_study.train_rate`` (tokens/s of its model)."""
-    s, c = study(config), chains(config)[chain_name]
-    tokens = max(v["tokens"] for v in snapshots(config).values() if v["chain"] == chain_name)
-    return tokens / float(s["train_rate"][c["model"]]) / 60.0
+def estimate_minutes(config: dict, chain: dict) -> float:
+    """``chain``'s training time to its largest budget at ``budget_study.train_rate`` (tokens/s of its model)."""
+    rate = float(study(config)["train_rate"][chain["model"]])
+    return tokens(config, chain, max(chain["budgets"])) / rate / 60.0
 
 
 def check(config: dict) -> None:
@@ -151,10 +157,10 @@ def check(config: dict) -> None:
     ceiling = float(s["ceiling_minutes"])
     for name, c in chains(config).items():
         try:  # a lever's value (an lr that is not a number, an unknown mask_init) named here, not in the job
-            TrainConfig.from_dict(train_config(config, name, ["<the study's set>"]), check_files=False)
+            TrainConfig.from_dict(train_config(config, c, ["<the study's set>"]), check_files=False)
         except ValueError as exc:
             raise ValueError(f"budget_study: chain {name} (lever {c['lever']}): {exc}") from exc
-        est = estimate_minutes(config, name)
+        est = estimate_minutes(config, c)
         if est > ceiling:
             raise ValueError(f"budget_study: chain {name} (budget {max(c['budgets'])}x, "
                              f"{steps(config, c, max(c['budgets']))} steps) is estimated at {est:.0f} min, over "
@@ -167,9 +173,10 @@ def data_rows(config: dict) -> int:
     return int(study(config)["n_adapt"])
 
 
-def priority(config: dict, snapshot: dict) -> int:
-    """A snapshot job's priority: its chain's place in :func:`chains` (the first chains' budgets land first)."""
-    names = list(chains(config))
+def priority(chain_map: dict[str, dict], snapshot: dict) -> int:
+    """A snapshot job's priority: its chain's place in ``chain_map`` (:func:`chains`; the first chains' budgets land
+    first)."""
+    names = list(chain_map)
     return len(names) - names.index(snapshot["chain"])
 
 
@@ -181,6 +188,36 @@ def row_fields(name: str, snapshot: dict, chain: dict) -> dict:
             "train_seed": chain["seed"], "model_group": chain["model"]}
 
 
-def runtime_minutes(config: dict, snapshot: dict, attempt: int) -> int:
+def report_columns(config: dict) -> dict:
+    """The table's columns (``budget_study.columns``, default Table 2's) that score a task."""
+    names = study(config).get("columns") or config["tables"]["table2"]["columns"]
+    return {c: config["columns"][c] for c in names if "task" in config["columns"][c]}
+
+
+def report_points(config: dict) -> dict:
+    """The decoding points the report reads: ``accuracy`` (the accuracy setting) and ``speed`` (the speed one)."""
+    return {"accuracy": plan_points.point_name("bd", plan_points.base_decode(config)),
+            "speed": plan_points.point_name("bd", plan_points.speed_decode(config))}
+
+
+def describe(config: dict) -> str:
+    """The study a report comes from, for its footer: the config's models, budgets, seeds and levers."""
+    s = study(config)
+    levers = ", ".join(f"{lv['name']} = {lv['value']}" for lv in s.get("levers") or []) or "none"
+    return (f"models {', '.join(s['models'])}; budgets {', '.join(f'{b}x' for b in s['budgets'])}; seeds "
+            f"{', '.join(map(str, s['seeds']))} (endpoints {', '.join(map(str, s.get('endpoint_seeds') or []))}); "
+            f"levers: {levers}")
+
+
+def snapshot_job(sm) -> SimpleNamespace:
+    """What a snapshot's scoring job (rules budget_point, budget_speed; ``sm`` its ``snakemake`` object) starts from:
+    ``config``, the snapshot's ``name``, ``snap`` and ``chain``, the chain's ``mode`` (its model's: bd or ar) and the
+    ``fields`` every row of it carries (:func:`row_fields`)."""
+    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
+    return SimpleNamespace(config=config, name=name, snap=snap, chain=chain,
+                           mode=config["models"][chain["model"]]["mode"], fields=row_fields(name, snap, chain))
+
+
+def runtime_minutes(config: dict, chain: dict, attempt: int) -> int:
     """A snapshot job's SLURM/resource runtime: its chain's estimate (it trains at most that far), doubled."""
-    return int(math.ceil(2 * estimate_minutes(config, snapshot["chain"]) + 10)) * attempt
+    return int(math.ceil(2 * estimate_minutes(config, chain) + 10)) * attempt

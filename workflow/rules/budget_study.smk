@@ -41,22 +41,21 @@ rule budget_train:
         model=directory(f"{STUDY_DIR}/models/{{snapshot}}"),
         metrics=f"{STUDY_DIR}/metrics/{{snapshot}}.csv",
     params:
-        cfg=lambda wc: budget_study.train_config(config, STUDY_SNAPSHOTS[wc.snapshot]["chain"],
-                                                 [f"{STUDY_DIR}/data/adapt.jsonl"]),
+        cfg=lambda wc: budget_study.train_config(config, study_chain(wc), [f"{STUDY_DIR}/data/adapt.jsonl"]),
         snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
-        chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
+        chain=study_chain,
         run_dir=lambda wc: f"{STUDY_DIR}/runs/{STUDY_SNAPSHOTS[wc.snapshot]['chain']}",
     log:
         f"{LOGS}/budget_study/train/{{snapshot}}.log",
     benchmark:
         f"{STUDY_DIR}/benchmarks/train/{{snapshot}}.tsv"
     threads: 1
-    priority: lambda wc: budget_study.priority(config, STUDY_SNAPSHOTS[wc.snapshot])
+    priority: lambda wc: budget_study.priority(STUDY_CHAINS, STUDY_SNAPSHOTS[wc.snapshot])
     conda:
         "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
-        runtime=lambda wc, attempt: budget_study.runtime_minutes(config, STUDY_SNAPSHOTS[wc.snapshot], attempt),
+        runtime=lambda wc, attempt: budget_study.runtime_minutes(config, study_chain(wc), attempt),
         gpu=GPU,
     script:
         "../scripts/budget_train.py"
@@ -72,7 +71,7 @@ rule budget_point:
         f"{STUDY_DIR}/points/{{snapshot}}.accuracy.csv",
     params:
         snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
-        chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
+        chain=study_chain,
         data_paths={t: task_data(t) for t in plan.SYNTH_TASKS},
         cache_dir=lambda wc: f"{STUDY_DIR}/points/{wc.snapshot}",
         verdict_cache=f"{R}/cache/verdicts",
@@ -103,7 +102,7 @@ rule budget_speed:
         f"{STUDY_DIR}/points/{{snapshot}}.speed.csv",
     params:
         snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
-        chain=lambda wc: budget_study.chains(config)[STUDY_SNAPSHOTS[wc.snapshot]["chain"]],
+        chain=study_chain,
         ar_key=plan.role(config, "speed_ar"),
         ar_source=plan.model_source(config, plan.role(config, "speed_ar")),
     log:

@@ -157,7 +157,13 @@ def report_outputs(spec):
 # the budget study (workflow/rules/budget_study.smk, included with `budget_study:`): its chains' snapshots
 STUDY_DIR = f"{R}/budget_study"
 STUDY_OUT = f"{RESULTS}/budget_study"
-STUDY_SNAPSHOTS = budget_study.snapshots(config)
+STUDY_CHAINS = budget_study.chains(config)
+STUDY_SNAPSHOTS = budget_study.snapshots(config, STUDY_CHAINS)
+
+
+def study_chain(wc):
+    """The chain (budget_study.chains) of snapshot ``wc.snapshot``."""
+    return STUDY_CHAINS[STUDY_SNAPSHOTS[wc.snapshot]["chain"]]
 
 
 def study_snapshot_inputs(wc):
@@ -166,4 +172,4 @@ def study_snapshot_inputs(wc):
     s = STUDY_SNAPSHOTS[wc.snapshot]
     prev = [f"{STUDY_DIR}/models/{s['previous']}"] if s["previous"] else []
     return {"data": f"{STUDY_DIR}/data/adapt.jsonl", "prev": prev,
-            "init": plan.init_inputs(config, budget_study.chains(config)[s["chain"]]["model"])}
+            "init": plan.init_inputs(config, study_chain(wc)["model"])}

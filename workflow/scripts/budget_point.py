@@ -17,10 +17,9 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.provenance import write_csv_atomic
 
     sm = snakemake  # noqa: F821
-    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
+    job = budget_study.snapshot_job(sm)
+    config, snap, chain, name, mode, study = job.config, job.snap, job.chain, job.name, job.mode, job.fields
     device = jobs.require_device(config)
-    mode = config["models"][chain["model"]]["mode"]
-    study = budget_study.row_fields(name, snap, chain)
     label = f"{config['models'][chain['model']].get('label', chain['model'])} at {snap['budget']}x"
     # the snapshot as a model of this job's config: its rows carry the chain's model as their group
     cfg = dict(config, models=dict(config["models"], **{name: {"mode": mode, "label": label,

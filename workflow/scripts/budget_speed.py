@@ -18,10 +18,9 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.synthetic import user_prompts
 
     sm = snakemake  # noqa: F821
-    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
+    job = budget_study.snapshot_job(sm)
+    config, name, mode, study = job.config, job.name, job.mode, job.fields
     device = jobs.require_device(config)
-    mode = config["models"][chain["model"]]["mode"]
-    study = budget_study.row_fields(name, snap, chain)
     bcfg = config["bench"]
     torch.set_num_threads(int(bcfg.get("threads", 1)))
     task = bcfg["prompts_from"]

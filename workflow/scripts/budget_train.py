@@ -15,7 +15,7 @@ with logged(snakemake):  # noqa: F821
 
     import jobs
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
-    from fastdllm_core.training.checkpoints import checkpoints, read_metrics
+    from fastdllm_core.training.checkpoints import checkpoint_step, checkpoints, read_metrics
     from fastdllm_core.training.config import TrainConfig
     from fastdllm_core.training.loop import train
 
@@ -28,7 +28,7 @@ with logged(snakemake):  # noqa: F821
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(sm.params.cfg, sort_keys=False))
     # a rerun of an earlier budget (its later snapshots are rerun after it): the run goes on from no later step
     for ck in checkpoints(run_dir):
-        if int(ck.name.split("-")[1]) > snap["steps"]:
+        if checkpoint_step(ck) > snap["steps"]:
             print(f"removing {ck}: past this snapshot's {snap['steps']} steps")
             shutil.rmtree(ck)
     print(f"{sm.wildcards.snapshot}: {chain['model']} seed {chain['seed']} lever {chain['lever']}, budget "

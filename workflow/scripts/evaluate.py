@@ -59,16 +59,9 @@ with logged(snakemake):  # noqa: F821
         # points split into shards (eval.shards: workflow/lib/eval_cost.py): merged from the shards' items
         sharded = eval_cost.job_shards(config, {"model": p.model, "points": p.points})
         shard_files = {Path(f).name[:-len(".json")]: f for f in getattr(sm.input, "shards", [])}
-        if any((t, pt) not in sharded for t, pt, *_ in todo):
-            from fastdllm_core.evaluation import TaskUnavailable
-            from fastdllm_core.evaluation.runner import check_data
-
-            for task in dict.fromkeys(t for t, pt, *_ in todo if (t, pt) not in sharded):
-                try:  # bad data (a missing field, a line that is not JSON, an empty file) fails here, before the load
-                    check_data(task, p.data_paths[task])
-                except TaskUnavailable:
-                    pass  # becomes an n/a row per point below
-            loaded, reason = jobs.load_for_evaluation(p, config, device)  # a gated model: n/a rows, not a failure
+        here = {t: p.data_paths[t] for t, pt, *_ in todo if (t, pt) not in sharded}  # measured in this job
+        if here:  # unavailable data or a gated model: n/a rows below, not a failure
+            loaded, reason = jobs.checked_and_loaded(p, config, device, here)
         for task, point, key, bkey in todo:
             cache = Path(p.cache_dir) / task
             if (task, point) in sharded:

@@ -30,14 +30,7 @@ with logged(snakemake):  # noqa: F821
     key = config_hash(dict(bkey, point=point, shard=[sj["k"], sj["n"]]))
     cache = Path(p.cache_dir) / task
     progress = cache / f"{sm.wildcards.shard}.progress" / key[:16]
-    from fastdllm_core.evaluation import TaskUnavailable
-    from fastdllm_core.evaluation.runner import check_data
-
-    try:
-        check_data(task, p.data_path)
-    except TaskUnavailable:
-        pass  # an n/a row below
-    loaded, reason = jobs.load_for_evaluation(p, config, device)  # a gated model: n/a rows, not a failure
+    loaded, reason = jobs.checked_and_loaded(p, config, device, {task: p.data_path})  # unavailable: n/a rows
     out_dir = cache / sm.wildcards.shard
     # shard 1 of 1: the whole point in its own job (any task)
     rows = jobs.na_rows(p, config, reason, {task: [point]}) if loaded is None else eval_point.run_point(

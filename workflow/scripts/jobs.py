@@ -173,6 +173,21 @@ def load_for_evaluation(p, config: dict, device: str):
     return loaded, reason
 
 
+def checked_and_loaded(p, config: dict, device: str, data_paths: dict):
+    """Every task's data of ``data_paths`` ({task: path}) checked -- bad data (a missing field, a line that is not
+    JSON, an empty file) fails here, before the load; data that is not available offline becomes n/a rows later --
+    then the model loaded: :func:`load_for_evaluation`'s ``(loaded, reason)``."""
+    from fastdllm_core.evaluation import TaskUnavailable
+    from fastdllm_core.evaluation.runner import check_data
+
+    for task, path in data_paths.items():
+        try:
+            check_data(task, path)
+        except TaskUnavailable:
+            pass
+    return load_for_evaluation(p, config, device)
+
+
 def write_na_rows(out_csv, p, config: dict, reason: str) -> None:
     """The job of a model that cannot be trained here (``reason`` names the keys to set):
     one ``n/a`` row per task and point, nothing loaded, so that its table row says why it is empty."""

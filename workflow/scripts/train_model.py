@@ -44,16 +44,17 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.training.stopping import TrainingInterrupted
 
     try:
-        nodes = allocation_nodes(job_allocation(os.environ))  # a multi-node SLURM job: processes on every node
+        env = job_allocation(os.environ)  # the SLURM job's nodes, asked once (its job step shows one)
+        nodes = allocation_nodes(env)  # a multi-node SLURM job: processes on every node
         if config.train.device == "cpu" and (sm.threads > 1 or nodes > 1):
             # the thread policy of CPU training: data-parallel processes of one thread each (never OpenMP threads,
             # which collapse on a busy machine); see fastdllm_core.training.launch.train_processes
             print(f"{sm.threads} training processes of one thread each on each of {nodes} node(s) (torchrun, gloo)")
-            final = train_processes(config, run_dir, sm.threads, env=os.environ)
+            final = train_processes(config, run_dir, sm.threads, env=env)
         elif config.train.device != "cpu" and device == "cuda":
             # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
             # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
-            final = train_gpus(config, run_dir)
+            final = train_gpus(config, run_dir, env=env)
         else:
             final = train(config, run_dir, progress=True, data_checked=True)
     except (TrainingInterrupted, subprocess.CalledProcessError) as exc:
