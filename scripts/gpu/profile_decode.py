@@ -16,7 +16,6 @@ shows as one launch).
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 from pathlib import Path
@@ -43,35 +42,28 @@ def _time(ev, *names) -> float:
 
 
 def summarise(events, out: Path) -> list[dict]:
+    from fastdllm_core.provenance import write_csv_atomic
+
     ops = [{"op": ev.key, "calls": ev.count,
             "self_device_us": _time(ev, "self_device_time_total", "self_cuda_time_total"),
             "self_cpu_us": _time(ev, "self_cpu_time_total"), "kind": kind(ev.key)} for ev in events]
     ops.sort(key=lambda r: (-r["self_device_us"], -r["self_cpu_us"]))
     device = sum(r["self_device_us"] for r in ops) > 0
     col = "self_device_us" if device else "self_cpu_us"
-    total = sum(r[col] for r in ops if not SYNCS.search(r["op"])) or 1.0
-    kinds = {}
-    for r in ops:
-        if not SYNCS.search(r["op"]):
+    syncs, kinds = [], {}
+    for r in ops:  # a host sync is a wait, not work: counted apart
+        if SYNCS.search(r["op"]):
+            syncs.append(r)
+        else:
             kinds[r["kind"]] = kinds.get(r["kind"], 0.0) + r[col]
+    total = sum(kinds.values()) or 1.0
     rows = [{"kind": k, "time": "device" if device else "cpu", "us": round(v, 1), "share": round(v / total, 4)}
             for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])]
-    syncs = [r for r in ops if SYNCS.search(r["op"])]
     rows.append({"kind": "host syncs (calls)", "time": "calls", "us": sum(r["calls"] for r in syncs),
                  "share": ""})
-    _write(out.with_name(out.name + "_ops.csv"), ops)
-    _write(out.with_name(out.name + "_kinds.csv"), rows)
+    write_csv_atomic(out.with_name(out.name + "_ops.csv"), ops)
+    write_csv_atomic(out.with_name(out.name + "_kinds.csv"), rows)
     return rows
-
-
-def _write(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
