@@ -37,12 +37,15 @@ _SLUG_RE = re.compile(r"bd_b(\d+)_s(\d+)_t([0-9.]+)_c([01])(_stop)?")
 # first EOS are never candidates.  Either way the output ends at the first EOS.
 EOS_RULES = ("fill_block", "stop")
 # how the ar / bd decoders run their forwards: "eager" (the model's forward at the exact shapes of each step),
-# "static" (a preallocated cache and fixed-shape forwards, captured as CUDA graphs on a GPU: decoding/static.py).
-# Not part of a point name: both give the same tokens (tested), the static path on a GPU faster.
-DECODE_PATHS = ("eager", "static")
+# "static" (a preallocated cache and fixed-shape forwards, captured as CUDA graphs on a GPU: decoding/static.py),
+# "compiled" (the static path with each forward compiled by torch.compile before its capture).
+# Not part of a point name: all give the same tokens (tested), the static paths on a GPU faster.
+DECODE_PATHS = ("eager", "static", "compiled")
+STATIC_PATHS = ("static", "compiled")  # the decode paths (and AR baselines) served by decoding/static.py
 # the AR baseline's decoders: Hugging Face generate with its dynamic cache ("hf") or its static cache + torch.compile on
-# CUDA ("hf_static"); this project's static cache + captured one-token forward ("static", decoding/ar_static.py)
-AR_BASELINES = ("hf", "hf_static", "static")
+# CUDA ("hf_static"); this project's static cache + captured one-token forward ("static", decoding/ar_static.py),
+# and the same compiled by torch.compile before its capture ("compiled")
+AR_BASELINES = ("hf", "hf_static", "static", "compiled")
 MDM_MODES = ("llada", "dream", "v1")  # the masked-diffusion samplers
 MODES = ("ar", "bd") + MDM_MODES
 REMASKING = {"low_confidence": "lc", "random": "rand"}

@@ -1,6 +1,8 @@
 """The static decode path (fastdllm_core/decoding/static.py): the same tokens, forwards and counts as the eager path
 (float64 and float32, CPU), the AR baseline on it equal to Hugging Face greedy, the fallbacks, the bad input."""
 import logging
+import os
+import shutil
 
 import pytest
 import torch
@@ -184,7 +186,72 @@ def test_bench_refuses_an_unknown_decode_path_before_any_model_load():
 
     with pytest.raises(ValueError, match="decode_paths: 'graphs' is not one of"):
         SweepConfig(decode_paths=("graphs",)).validate(32)
-    with pytest.raises(ValueError, match="unknown AR baseline 'compiled'"):
-        SweepConfig(ar_baselines=("compiled",)).validate(32)
+    with pytest.raises(ValueError, match="unknown AR baseline 'graphs'"):
+        SweepConfig(ar_baselines=("graphs",)).validate(32)
     with pytest.raises(SystemExit):  # argparse names the bad choice
         bench_cli.build_parser().parse_args(["--model", "random:tiny", "--out", "x.csv", "--decode-paths", "graph"])
+
+
+# ------------------------------------------------------------------- the compiled path (torch.compile, Inductor)
+needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
+                               reason="no C++ compiler: Inductor compiles C++ on a CPU")
+
+
+@needs_cxx
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "single"])
+def test_compiled_equals_eager_and_compiles_each_shape_once(tiny64, batched):
+    """decode_path='compiled': every shape compiled by Inductor (C++ on a CPU), the same tokens and counts as the
+    eager path in float64; the compile time is counted on the first call, none on the second."""
+    ps = prompts([3, 8, 13]) if batched else prompts([6])
+    kw = dict(mask_token_id=MASK, stop_token_ids=[], max_new_tokens=20, block_size=8, sub_block_size=4,
+              threshold=0.5, use_sub_block_cache=batched)
+    eager = bd_generate(tiny64, ps, **kw)
+    first = bd_generate(tiny64, ps, decode_path="compiled", **kw)
+    again = bd_generate(tiny64, ps, decode_path="compiled", **kw)
+    _same(eager, first)
+    _same(eager, again)
+    assert first.stats.capture_time_s > 0 and again.stats.capture_time_s == 0.0
+    sf = static_forwards(tiny64, len(ps), capacity(max(map(len, ps)) + 20, 8), compiled=True)
+    assert sf.compiled and sf is not static_forwards(tiny64, len(ps), capacity(max(map(len, ps)) + 20, 8))
+    assert all(s.fn is not StaticForwards._forward for s in sf.shapes.values())  # every shape compiled
+
+
+@needs_cxx
+def test_ar_compiled_equals_hf_greedy(tiny64):
+    ps = prompts([4, 11, 7], seed=3)
+    a = ar_generate(tiny64, ps, stop_token_ids=[EOS], max_new_tokens=16, suppress_token_ids=[MASK])
+    b = ar_generate(tiny64, ps, stop_token_ids=[EOS], max_new_tokens=16, suppress_token_ids=[MASK],
+                    baseline="compiled")
+    assert a.sequences == b.sequences and (a.stats.nfe, a.stats.row_nfe) == (b.stats.nfe, b.stats.row_nfe)
+    assert b.stats.mode == "ar_compiled" and b.stats.capture_time_s > 0
+
+
+def test_a_shape_torch_compile_fails_on_runs_uncompiled_with_a_log_line(tiny32, monkeypatch, caplog):
+    from fastdllm_core.decoding import static
+
+    class CompileFailed(torch._dynamo.exc.TorchDynamoException):
+        pass
+
+    def broken(*a, **k):
+        raise CompileFailed("no C++ compiler (test)")
+
+    monkeypatch.setattr(static, "_compiled_forward", lambda: broken)
+    ps = prompts([5, 9])
+    kw = dict(mask_token_id=MASK, stop_token_ids=[], max_new_tokens=12, block_size=8, sub_block_size=4)
+    with caplog.at_level(logging.WARNING):
+        out = bd_generate(tiny32, ps, decode_path="compiled", **kw)
+    assert "torch.compile of shape (2, 8, 4) failed (no C++ compiler (test)); running it uncompiled" in caplog.text
+    _same(out, bd_generate(tiny32, ps, **kw))
+    sf = static_forwards(tiny32, 2, capacity(9 + 12, 8), compiled=True)
+    assert all(s.fn is StaticForwards._forward for s in sf.shapes.values())
+
+
+def test_bench_plans_the_compiled_pair():
+    from fastdllm_core.bench import SweepConfig, plan_runs
+
+    cfg = SweepConfig(modes=("ar", "bd"), ar_baselines=("static", "compiled"), decode_paths=("static", "compiled"),
+                      thresholds=(0.9,), sub_block_sizes=(8,), batch_sizes=(1,))
+    cfg.validate(32)
+    got = [(r["mode"], r["baseline"], r["decode_path"]) for r in plan_runs(cfg)]
+    assert got == [("ar", "static", "static"), ("ar", "compiled", "compiled"),
+                   ("bd", "bd", "static"), ("bd", "bd", "compiled")]

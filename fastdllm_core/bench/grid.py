@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..config import AR_BASELINES, DECODE_PATHS, MDM_MODES, DecodeConfig
+from ..config import AR_BASELINES, DECODE_PATHS, MDM_MODES, STATIC_PATHS, DecodeConfig
 
 
 @dataclass
@@ -17,7 +17,7 @@ class SweepConfig:
     thresholds: tuple = (1.0, 0.9)
     sub_block_sizes: tuple = (8,)
     sub_block_cache: tuple = (False,)
-    decode_paths: tuple = ("eager",)  # bd rows: "eager" and/or "static" (decoding/static.py; captured on CUDA)
+    decode_paths: tuple = ("eager",)  # bd rows: DECODE_PATHS (decoding/static.py: static, compiled; captured on CUDA)
     batch_sizes: tuple = (1,)
     forced_k: tuple = ()  # non-empty: diffusion rows use synthetic acceptance with these k instead of real
     block_size: int | None = None  # None: the model's block size
@@ -103,7 +103,7 @@ def plan_runs(cfg: SweepConfig) -> list[dict]:
     accept = [("forced_k", k) for k in cfg.forced_k] or [("real", None)]
     for b in cfg.batch_sizes:
         if "ar" in cfg.modes:
-            plan += [dict(mode="ar", baseline=bl, batch_size=b, decode_path="static" if bl == "static" else "eager")
+            plan += [dict(mode="ar", baseline=bl, batch_size=b, decode_path=bl if bl in STATIC_PATHS else "eager")
                      for bl in cfg.ar_baselines]
         if "bd" in cfg.modes:
             for (t, s, c), (acc, k), path in itertools.product(cfg.bd_configs(), accept, cfg.decode_paths):

@@ -6,6 +6,7 @@ import statistics
 
 import torch
 
+from ..config import STATIC_PATHS
 from ..decoding.ar import ar_generation_summary
 from ..hostload import HostLoad, warn_if_busy
 from ..provenance import NOT_AVAILABLE
@@ -102,6 +103,6 @@ def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
         ref = runner.sequences_without_cache(item, prompts)
         row.update(token_agreement=token_agreement(outs[0].sequences, ref),
                    agreement_reference="same configuration without the sub-block cache")
-    if item.get("decode_path") == "static":  # the goal: the same tokens as the eager path
+    if item.get("decode_path") in STATIC_PATHS:  # the goal: the same tokens as the eager path
         row["eager_agreement"] = token_agreement(outs[0].sequences, runner.sequences_eager(item, prompts))
     return row

@@ -1,7 +1,7 @@
 """Running one planned run of a sweep on its prompts, in consecutive batches."""
 from __future__ import annotations
 
-from ..config import MDM_MODES, DecodeConfig
+from ..config import MDM_MODES, STATIC_PATHS, DecodeConfig
 from ..decoding import GenerationOutput, GenerationStats, ar_generate, bd_generate, mdm_generate
 from .grid import SweepConfig
 from .hooks import ForcedAcceptance, ForwardTimer
@@ -30,9 +30,9 @@ class Runner:
             dc = DecodeConfig.from_slug(item["point"], seed=cfg.seed)
             return mdm_generate(bm, prompts, item["mode"], dc, stop_token_ids=self.stops, profile=profile)
         if item["mode"] == "ar":
-            if item["baseline"] == "static":  # times its own forwards
+            if item["baseline"] in STATIC_PATHS:  # times its own forwards
                 return ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,
-                                   baseline="static", profile=profile)
+                                   baseline=item["baseline"], profile=profile)
             if profile:
                 with ForwardTimer(bm.model) as ft:
                     out = ar_generate(bm.model, prompts, stop_token_ids=self.stops, max_new_tokens=cfg.max_new_tokens,

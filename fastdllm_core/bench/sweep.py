@@ -27,7 +27,8 @@ How each row is measured
 * ``truncated_prompts``: prompts cut from the left to fit the model's context with ``max_new_tokens`` (only with
   ``--truncate-prompts left``; otherwise such a prompt is refused, naming it and both lengths).
 * ``speedup_vs_ar``: against the *fastest* AR baseline measured at the same batch size (``speedup_baseline`` names
-  it); ``speedup_vs_hf`` and ``speedup_vs_hf_static`` are against each baseline separately.
+  it); ``speedup_vs_<baseline>`` (``hf``, ``hf_static``, ``static``, ``compiled``) are against each baseline
+  separately.
 
 Synthetic acceptance
 --------------------

@@ -7,8 +7,9 @@ import argparse
 from ..config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MDM_MODES, MODES, REMASKING,
                       SUB_BLOCK_SIZE, DecodeConfig, parse_bool)
 
-AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA) or static "
-                    "(this project's static cache, its one-token forward captured as a CUDA graph on a GPU)")
+AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static "
+                    "(this project's static cache, its one-token forward captured as a CUDA graph on a GPU) or "
+                    "compiled (the same, the forward compiled by torch.compile first)")
 
 
 def arg_bool(s: str) -> bool:
@@ -79,8 +80,9 @@ def add_decode_args(p, *, task_length: bool = False, sampling: bool = True):
                    help="bd: fill_block (the official batch_sample: positions after a row's first EOS are still "
                         "unmasked until the block is full) or stop (they are not)")
     d.add_argument("--decode-path", choices=list(DECODE_PATHS), default="eager",
-                   help="bd: eager (forwards at each step's exact shapes) or static (fixed shapes over a static "
-                        "cache, captured as CUDA graphs on a GPU; the same tokens)")
+                   help="bd: eager (forwards at each step's exact shapes), static (fixed shapes over a static "
+                        "cache, captured as CUDA graphs on a GPU) or compiled (the same, each shape compiled by "
+                        "torch.compile first); the same tokens")
     if sampling:
         d.add_argument("--temperature", type=float, default=0.0)
         d.add_argument("--top-p", type=float, default=1.0)

@@ -36,9 +36,11 @@ def _add_grid_args(g) -> None:
                         "llada_g256_s256_b32_lc dream_g256_s256_entropy v1_g256_s8_b32_t0.9_dual")
     g.add_argument("--ar-baselines", nargs="+", default=["hf", "hf_static"],
                    help="hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static (this "
-                        "project's static cache + captured one-token forward)")
+                        "project's static cache + captured one-token forward), compiled (the same, torch.compile "
+                        "first)")
     g.add_argument("--decode-paths", nargs="+", default=["eager"], choices=list(DECODE_PATHS),
-                   help="bd rows: eager and/or static (fixed shapes over a static cache, CUDA graphs on a GPU)")
+                   help="bd rows: eager, static (fixed shapes over a static cache, CUDA graphs on a GPU) and/or "
+                        "compiled (the same, each shape compiled by torch.compile first)")
     g.add_argument("--thresholds", nargs="+", type=float, default=[1.0, 0.95, 0.9, 0.8, 0.7, 0.5])
     g.add_argument("--sub-block-sizes", nargs="+", type=int, default=[2, 4, 8, 16, 32])
     g.add_argument("--sub-block-cache", nargs="+", default=["off", "on"], help="on, off or both")

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import torch
 
-from ..config import AR_BASELINES
+from ..config import AR_BASELINES, STATIC_PATHS
 from .ar_static import ar_generate_static
 from .common import _check_prompts, _sync, fit_context, model_context, trim_at_stop
 from .static import static_unsupported
@@ -121,7 +121,8 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     on CUDA (or when ``compile=True``), ``torch.compile`` of the decoding forward: the faster configuration a
     careful engineer would use.  ``baseline="static"``: this project's static path (:mod:`.ar_static`: a static
     KV cache and a one-token forward captured as a CUDA graph on a GPU; ``profile`` times its forwards), the AR
-    side of the captured block-diffusion decoder.  Tokens are counted up to and including the first stop id.
+    side of the captured block-diffusion decoder; ``baseline="compiled"``: the same forward compiled by
+    ``torch.compile`` before its capture (the AR side of ``decode_path="compiled"``).  Tokens are counted up to and including the first stop id.
     ``suppress_token_ids`` (e.g. the mask token) are never generated, as in the diffusion decoder.  Every other
     generation setting is pinned (:data:`AR_GENERATION`: greedy, no repetition penalty), never the checkpoint's.
     """
@@ -135,11 +136,12 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     device = model.device
     B = len(prompts)
     pad = pad_token_id if pad_token_id is not None else (stop_ids[0] if stop_ids else 0)
-    if baseline == "static":
+    if baseline in STATIC_PATHS:
         why = static_unsupported(model)
         if why is None:
-            return ar_generate_static(model, prompts, stop_ids, max_new_tokens, pad, suppress_token_ids, profile)
-        log.warning("AR baseline 'static' falls back to 'hf' (eager): %s", why)
+            return ar_generate_static(model, prompts, stop_ids, max_new_tokens, pad, suppress_token_ids, profile,
+                                      compiled=baseline == "compiled")
+        log.warning("AR baseline %r falls back to 'hf' (eager): %s", baseline, why)
         baseline = "hf"
     ids, att = _left_pad(prompts, pad, device)
     n = ids.shape[1]

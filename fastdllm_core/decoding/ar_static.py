@@ -1,6 +1,7 @@
 """The AR baseline on the static path (``ar_generate(..., baseline="static")``): greedy decoding over a static KV
 cache with one fixed-shape one-token forward per step, captured as a CUDA graph on a GPU (:mod:`.static`), so that
-block diffusion's captured decoder is compared like for like.
+block diffusion's captured decoder is compared like for like (``baseline="compiled"``: the forward compiled by
+torch.compile before its capture, the AR side of ``decode_path="compiled"``).
 
 Layout: every row starts at position 0 (prompts right-padded to the longest); one eager prefill forward of the
 padded prompts under the causal mask; row b's first token comes from the logit of its last prompt position, and
@@ -46,11 +47,11 @@ def _prefill(sf, model, prompts: list[list[int]], pad: int) -> torch.Tensor:
 
 @torch.no_grad()
 def ar_generate_static(model, prompts: list[list[int]], stop_ids: list[int], max_new_tokens: int, pad: int,
-                       suppress_token_ids=None, profile: bool = False) -> GenerationOutput:
-    """Greedy AR decoding on the static path (see the module docstring); prompts and budget already checked by
-    :func:`~.ar.ar_generate`."""
+                       suppress_token_ids=None, profile: bool = False, compiled: bool = False) -> GenerationOutput:
+    """Greedy AR decoding on the static path (see the module docstring; ``compiled``: the forward compiled by
+    torch.compile first); prompts and budget already checked by :func:`~.ar.ar_generate`."""
     dev, B = model.device, len(prompts)
-    sf = static_forwards(model, B, capacity(max(len(p) for p in prompts) + max_new_tokens, 1))
+    sf = static_forwards(model, B, capacity(max(len(p) for p in prompts) + max_new_tokens, 1), compiled=compiled)
     capture0 = sf.capture_time
     stop_t = torch.tensor(stop_ids or [-1], device=dev)
     suppress = torch.tensor(sorted(set(suppress_token_ids)), device=dev) if suppress_token_ids else None
@@ -89,7 +90,8 @@ def ar_generate_static(model, prompts: list[list[int]], stop_ids: list[int], max
     wall = time.perf_counter() - t_start
     sequences = [trim_at_stop(row, stop_ids) for row in out[:, :steps].tolist()]
     stats = GenerationStats(
-        mode="ar_static", batch_size=B, generated_tokens=[len(s) for s in sequences], nfe=steps,
+        mode="ar_compiled" if compiled else "ar_static", batch_size=B, generated_tokens=[len(s) for s in sequences],
+        nfe=steps,
         row_nfe=[len(s) for s in sequences], wall_time_s=wall,
         row_latency_s=[latency[i] if done[i] else wall for i in range(B)], nfe_breakdown={"decode": steps},
         host_syncs=steps, forward_time_s=fwd_time, capture_time_s=sf.capture_time - capture0)

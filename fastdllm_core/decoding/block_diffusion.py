@@ -51,7 +51,7 @@ from dataclasses import replace
 
 import torch
 
-from ..config import DecodeConfig
+from ..config import STATIC_PATHS, DecodeConfig
 from .common import _check_mask_token, _check_prompts, _choose, _sync, fit_context, model_context, trim_at_stop
 from .engine import _CachedEngine, _ReferenceEngine, _StaticEngine
 from .static import static_unsupported
@@ -105,11 +105,12 @@ class _BlockDecoder:
         a model the static path cannot serve falls back to eager with a log line)."""
         if self.engine_kind == "reference":
             return _ReferenceEngine(self.model, self.D, self.profile)
-        if self.cfg.decode_path == "static":
+        if self.cfg.decode_path in STATIC_PATHS:
             why = static_unsupported(self.model)
             if why is None:
-                return _StaticEngine(self.model, self.T, self.D, self.B, self.profile)
-            log.warning("decode_path='static' falls back to the eager path: %s", why)
+                return _StaticEngine(self.model, self.T, self.D, self.B, self.profile,
+                                     compiled=self.cfg.decode_path == "compiled")
+            log.warning("decode_path=%r falls back to the eager path: %s", self.cfg.decode_path, why)
         return _CachedEngine(self.model, self.T, self.D, self.profile)
 
     def _start_rows(self) -> None:

@@ -112,9 +112,9 @@ class _StaticEngine:
 
     keeps_rows = True
 
-    def __init__(self, model, max_len: int, block_size: int, batch: int, profile: bool):
+    def __init__(self, model, max_len: int, block_size: int, batch: int, profile: bool, compiled: bool = False):
         self.model, self.D, self.profile = model, block_size, profile
-        self.sf = static_forwards(model, batch, capacity(max_len, block_size))
+        self.sf = static_forwards(model, batch, capacity(max_len, block_size), compiled=compiled)
         self.length = 0
         self.forward_time = 0.0
         self._capture0 = self.sf.capture_time

@@ -18,6 +18,11 @@ decode batches:
   capture time is counted apart (``capture_time``).
 * :func:`static_forwards`: the object for a model, batch size and capacity, kept on the model between calls (a
   benchmark's warm-up captures, its timed repeats replay).
+* The *compiled* path (``decode_path="compiled"``, AR baseline ``compiled``): the same forwards, each shape's
+  compiled once by ``torch.compile`` (Inductor, static shapes) before its capture, so a replayed graph runs fused
+  kernels (a decoder layer's norms, rotary embedding and activation in a few kernels, not dozens), as vLLM
+  compiles then captures its decode graphs.  Compile time is counted with the capture time.  A shape torch.compile
+  cannot compile runs uncompiled (same forward) with a log line.
 
 Forward hooks (the benchmark's :class:`~fastdllm_core.bench.hooks.ForcedAcceptance`) do not run inside a replayed
 graph: the captured function is ``model.forward``, and the model's forward hooks are called on the output after
@@ -29,6 +34,7 @@ change float32 round-off (a different reduction length), so the static path equa
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -39,6 +45,7 @@ from .common import cache_kwarg
 
 log = logging.getLogger(__name__)
 KEPT = 2  # StaticForwards kept per model (batch size x capacity); older ones are dropped (graph memory freed)
+RECOMPILE_LIMIT = 64  # compiled path: every shape, batch size and capacity is one compiled graph of one function
 
 
 class GraphCaptureOOMError(RuntimeError):
@@ -112,21 +119,22 @@ class _Shape:
         self.vis_end, self.keep = torch.ones(batch, **z), torch.zeros(n_keep, **z)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.out: torch.Tensor | None = None
+        self.fn = StaticForwards._forward  # the forward run (and captured): compiled on the compiled path
 
 
 class StaticForwards:
     """The fixed-shape forwards of one model at one batch size over one :class:`StaticKVCache` of capacity
-    ``max_len`` (see the module docstring)."""
+    ``max_len`` (see the module docstring); ``compiled``: each shape's forward compiled by torch.compile first."""
 
-    def __init__(self, model, batch: int, max_len: int, capture: bool | None = None):
-        self.model, self.batch, self.max_len = model, batch, max_len
+    def __init__(self, model, batch: int, max_len: int, capture: bool | None = None, compiled: bool = False):
+        self.model, self.batch, self.max_len, self.compiled = model, batch, max_len, compiled
         self.device = model.device
         self.capture = self.device.type == "cuda" if capture is None else capture
         self.cache = StaticKVCache(model, batch, max_len)
         self.cache_kw = cache_kwarg(model)
         self.kv_pos = torch.arange(max_len, device=self.device)
         self.shapes: dict[tuple[int, int], _Shape] = {}
-        self.capture_time = 0.0  # seconds spent capturing graphs (warm-up forwards included)
+        self.capture_time = 0.0  # seconds spent compiling and capturing (warm-up forwards included)
         self.replays = 0
         self.pool = None
 
@@ -152,6 +160,8 @@ class StaticForwards:
         sh.pos.copy_(pos)
         sh.vis_end.copy_(vis_end)
         sh.keep.copy_(keep)
+        if new and self.compiled:
+            self._compile(sh)
         if new and self.capture:
             self._capture(sh)
         if sh.graph is not None:
@@ -159,7 +169,7 @@ class StaticForwards:
             self.replays += 1
             out = sh.out
         else:
-            out = self._forward(sh)
+            out = sh.fn(self, sh)
         return _run_forward_hooks(self.model, dict(input_ids=sh.ids, logits_to_keep=sh.keep), out)
 
     def _forward(self, sh: _Shape) -> torch.Tensor:
@@ -175,6 +185,30 @@ class StaticForwards:
         return self.model.forward(input_ids=sh.ids, position_ids=sh.pos, use_cache=True, logits_to_keep=sh.keep,
                                   **kw).logits
 
+    def _compile(self, sh: _Shape) -> None:
+        """Compile the shape's forward (one run of the compiled function, which writes the keys/values the real run
+        writes); a failure of torch.compile leaves the shape on the plain forward (same result) with a log line."""
+        t0 = time.perf_counter()
+        try:
+            compiled = _compiled_forward()
+            compiled(self, sh)
+            sh.fn = compiled
+        except torch.OutOfMemoryError as e:
+            raise self._oom(sh, "compiling") from e
+        except torch._dynamo.exc.TorchDynamoException as e:
+            log.warning("static decode: torch.compile of shape %s failed (%s); running it uncompiled",
+                        (self.batch, sh.ids.shape[1], sh.keep.numel()), e)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.capture_time += time.perf_counter() - t0
+
+    def _oom(self, sh: _Shape, doing: str) -> GraphCaptureOOMError:
+        used = torch.cuda.memory_allocated(self.device) / 2 ** 30 if self.device.type == "cuda" else 0.0
+        return GraphCaptureOOMError(
+            f"out of GPU memory while {doing} the decode graph for batch {self.batch}, {sh.ids.shape[1]} "
+            f"queries, {sh.keep.numel()} kept logits, cache capacity {self.max_len} ({used:.1f} GiB allocated): "
+            "lower the batch size or max_new_tokens, or use decode_path='eager'")
+
     def _capture(self, sh: _Shape) -> None:
         """Capture the shape's forward as a CUDA graph (two warm-up runs on a side stream first, as PyTorch asks).
         The warm-up runs write the same keys/values a real run writes, so capturing mid-decode is harmless.  Out
@@ -187,25 +221,32 @@ class StaticForwards:
             stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
                 for _ in range(2):
-                    self._forward(sh)
+                    sh.fn(self, sh)
             torch.cuda.current_stream(self.device).wait_stream(stream)
             self.pool = self.pool or torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.pool):
-                sh.out = self._forward(sh)
+                sh.out = sh.fn(self, sh)
             sh.graph = graph
         except torch.cuda.OutOfMemoryError as e:
-            used = torch.cuda.memory_allocated(self.device) / 2 ** 30
-            raise GraphCaptureOOMError(
-                f"out of GPU memory while capturing the decode graph for batch {self.batch}, {sh.ids.shape[1]} "
-                f"queries, {sh.keep.numel()} kept logits, cache capacity {self.max_len} ({used:.1f} GiB allocated): "
-                "lower the batch size or max_new_tokens, or use decode_path='eager'") from e
+            raise self._oom(sh, "capturing") from e
         except RuntimeError as e:  # an op that cannot be captured: the plain call computes the same
             log.warning("static decode: capture of shape %s failed (%s); running it uncaptured",
                         (self.batch, sh.ids.shape[1], sh.keep.numel()), e)
             sh.graph, sh.out = None, None
         torch.cuda.synchronize(self.device)
         self.capture_time += time.perf_counter() - t0
+
+
+@functools.cache
+def _compiled_forward():
+    """``StaticForwards._forward`` under torch.compile (static shapes, Inductor), made once: its compiled graphs
+    are cached per shape on the function's code, so the recompile limit is raised to :data:`RECOMPILE_LIMIT`
+    (past it torch runs the plain forward: slower, the same result)."""
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    return torch.compile(StaticForwards._forward, dynamic=False)
 
 
 def _run_forward_hooks(model, kwargs: dict, logits: torch.Tensor) -> torch.Tensor:
@@ -232,17 +273,17 @@ def capacity(total_len: int, block_size: int) -> int:
     return -(-cap // block_size) * block_size
 
 
-def static_forwards(model, batch: int, max_len: int) -> StaticForwards:
-    """The :class:`StaticForwards` of ``model`` for ``batch`` rows and capacity ``max_len``, kept on the model
-    (keyed also by device, dtype and the weights' address: a moved model gets new graphs); the :data:`KEPT` most
-    recently used are kept."""
+def static_forwards(model, batch: int, max_len: int, compiled: bool = False) -> StaticForwards:
+    """The :class:`StaticForwards` of ``model`` for ``batch`` rows and capacity ``max_len`` (``compiled``: on the
+    compiled path), kept on the model (keyed also by device, dtype and the weights' address: a moved model gets new
+    graphs); the :data:`KEPT` most recently used are kept."""
     reg: OrderedDict = model.__dict__.setdefault("_fastdllm_static", OrderedDict())
     first = next(model.parameters())
-    key = (batch, max_len, str(model.device), str(model.dtype), first.data_ptr())
+    key = (batch, max_len, compiled, str(model.device), str(model.dtype), first.data_ptr())
     sf = reg.pop(key, None)
     if sf is None:
         while len(reg) >= KEPT:
             reg.popitem(last=False)
-        sf = StaticForwards(model, batch, max_len)
+        sf = StaticForwards(model, batch, max_len, compiled=compiled)
     reg[key] = sf
     return sf

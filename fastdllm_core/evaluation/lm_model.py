@@ -8,7 +8,8 @@ Every decoding option is a ``model_args`` key::
 Keys: ``pretrained`` (Hub id, directory or .gguf file), ``mode`` (``bd`` | ``ar`` | ``llada`` | ``dream`` | ``v1``),
 ``block_size``, ``sub_block_size``, ``threshold``, ``use_sub_block_cache``, ``max_new_tokens``, ``temperature``,
 ``top_p``, ``seed``, ``batch_size``, ``device``, ``dtype``, ``attn_implementation``, ``ar_baseline`` (``hf`` |
-``hf_static`` | ``static``), ``decode_path`` (bd: ``eager`` | ``static``), ``loglikelihood_method``
+``hf_static`` | ``static`` | ``compiled``), ``decode_path`` (bd: ``eager`` | ``static`` | ``compiled``),
+``loglikelihood_method``
 (``first_token`` | ``chain``; masked diffusion: ``mc`` | ``exact`` | ``auto``, see :mod:`.likelihood`),
 ``max_length`` (the context length to respect; default the model's ``max_position_embeddings``),
 ``truncate_prompts`` (``false`` | ``left``); the masked-diffusion samplers' ``steps``, ``remasking``, ``alg``,

@@ -1,6 +1,6 @@
 """The figure of scripts/gpu/static_session.sh, drawn from its CSVs: tokens/s (left) and milliseconds per forward
-against the bandwidth roofline's time per forward (right) of the four decoders (AR eager = HF generate, AR static,
-block diffusion eager, block diffusion static), per model shape and batch size.
+against the bandwidth roofline's time per forward (right) of the decoders (AR eager = HF generate, AR static, AR
+compiled, block diffusion eager, static, compiled: those the CSVs hold), per model shape and batch size.
 
     python scripts/gpu/plot_static.py --results results/gpu/static --out results/gpu/static/fig_static_decoding
 """
@@ -11,20 +11,23 @@ from pathlib import Path
 
 import pandas as pd
 
-PATHS = [("ar", "eager", "AR eager (HF generate)"), ("ar", "static", "AR static"),
-         ("bd", "eager", "block diffusion eager"), ("bd", "static", "block diffusion static")]
+PATHS = [("ar", "eager", "AR eager (HF generate)"), ("ar", "static", "AR static"), ("ar", "compiled", "AR compiled"),
+         ("bd", "eager", "block diffusion eager"), ("bd", "static", "block diffusion static"),
+         ("bd", "compiled", "block diffusion compiled")]
+PREFIXES = ("static_", "compiled_")  # static_session.sh's bench CSVs: <prefix><shape>.csv
 
 
 def load(results: Path) -> pd.DataFrame:
-    """One row per bench row of every static_<shape>_roofline.csv (the roofline rows carry tokens/s, the time
-    per forward and its bound), with the shape and the device."""
+    """One row per bench row of every static_<shape>_roofline.csv and compiled_<shape>_roofline.csv (the roofline
+    rows carry tokens/s, the time per forward and its bound), with the shape and the device."""
     frames = []
-    for f in sorted(results.glob("static_*_roofline.csv")):
-        d = pd.read_csv(f)
-        d["shape"] = f.name[len("static_"):-len("_roofline.csv")]
-        frames.append(d)
+    for prefix in PREFIXES:
+        for f in sorted(results.glob(f"{prefix}*_roofline.csv")):
+            d = pd.read_csv(f)
+            d["shape"] = f.name[len(prefix):-len("_roofline.csv")]
+            frames.append(d)
     if not frames:
-        raise SystemExit(f"no static_*_roofline.csv under {results}: run the session's roofline step first")
+        raise SystemExit(f"no static_/compiled_*_roofline.csv under {results}: run the session's roofline step first")
     return pd.concat(frames, ignore_index=True)
 
 
@@ -41,14 +44,15 @@ def plot(d: pd.DataFrame, out: Path) -> None:
 
     groups = list(d.groupby(["shape", "batch_size"], sort=True).groups)
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.6))
-    width = 0.8 / len(PATHS)
-    for k, (mode, path, label) in enumerate(PATHS):
+    paths = [p for p in PATHS if ((d["mode"] == p[0]) & (d["decode_path"] == p[1])).any()]
+    width = 0.8 / len(paths)
+    for k, (mode, path, label) in enumerate(paths):
         tps, ms = [], []
         for shape, b in groups:
             r = d[(d["shape"] == shape) & (d["batch_size"] == b) & (d["mode"] == mode) & (d["decode_path"] == path)]
             tps.append(float(r["tokens_per_s"].iloc[0]) if len(r) else float("nan"))
             ms.append(1e3 * float(r["time_per_forward_s"].iloc[0]) if len(r) else float("nan"))
-        xs = [i + (k - 1.5) * width for i in range(len(groups))]
+        xs = [i + (k - (len(paths) - 1) / 2) * width for i in range(len(groups))]
         axes[0].bar(xs, tps, width, label=label)
         axes[1].bar(xs, ms, width, label=label)
     for i, (shape, b) in enumerate(groups):
@@ -62,10 +66,11 @@ def plot(d: pd.DataFrame, out: Path) -> None:
     axes[0].set_yscale("log")  # batch 1 and batch 64 differ by 30x: a linear axis hides the small batches
     axes[1].legend(fontsize=8)
     dev = ", ".join(sorted(set(d["device_name"].astype(str))))
-    how = "static = CUDA graphs replayed" if (d["device_type"] == "cuda").all() else "static = not captured (no GPU)"
+    how = "static/compiled = CUDA graphs replayed" if (d["device_type"] == "cuda").all() else \
+        "static/compiled = not captured (no GPU)"
     acc = d[d["mode"] == "bd"]["tokens_per_forward"]
     bits = 8 * int(d["bytes_per_param"].iloc[0])
-    fig.suptitle(f"static vs eager decoding on {dev}, {how} (random weights, {bits}-bit; block diffusion at "
+    fig.suptitle(f"eager, static and compiled decoding on {dev}, {how} (random weights, {bits}-bit; block diffusion at "
                  f"forced acceptance, {acc.mean():.2f} tokens per forward)", fontsize=10)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

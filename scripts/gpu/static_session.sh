@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 40 on one GPU, in one device call (~8 minutes): the static decode path (decoding/static.py: static KV cache,
-# fixed-shape forwards captured as CUDA graphs) against the eager one, for the AR baseline and block diffusion, at
+# fixed-shape forwards captured as CUDA graphs) and the compiled one (the same, torch.compile before the capture)
+# against the eager one, for the AR baseline and block diffusion, at
 # the Qwen2.5-1.5B and 7B shapes (random weights, bf16), side by side in one run per shape.  Each step runs under
 # its own time limit; what a step measured before its limit stays (the bench rewrites its CSV after every row).
 #
@@ -8,7 +9,8 @@
 #   bash scripts/gpu/static_session.sh                # there, from the repository root
 #
 # Writes to $OUT (default results/gpu/static): steps.tsv (step, exit, seconds), log_<step>.txt, env.json,
-# nvidia-smi.txt, pytest_cuda.txt, bandwidth.txt, static_<shape>.csv (+ _roofline.csv), static_real_<shape>.csv.
+# nvidia-smi.txt, pytest_cuda.txt, bandwidth.txt, static_<shape>.csv and compiled_<shape>.csv (+ _roofline.csv),
+# static_real_<shape>.csv.
 # The figure is drawn afterwards from the CSVs (scripts/gpu/plot_static.py; no matplotlib needed there).
 # PACK=<file>: after every step, everything in $OUT packed into that one .tar.gz (for a tool that returns few files).
 # Knobs: BATCHES ("1 4"), FORCED_K (4), N_PROMPTS (4), PROMPT_LEN (128), MAX_NEW (128), REPEATS (2), WARMUP (1),
@@ -54,6 +56,21 @@ bench_shape() {
 step_graphs15() { bench_shape "$SHAPE_SMALL"; }
 step_graphs7() { bench_shape "$SHAPE_LARGE"; }
 
+# the compiled path (each captured shape compiled by torch.compile / Inductor first: fused norms, rotary embedding and
+# activation) beside the eager and static paths, AR and block diffusion, in one run per shape, the bench's settings
+# above: the two goals of issue 40 the static path missed (7B batch 1 at >= 40 % of the roofline, 1.5B >= 5x eager)
+bench_compiled() {
+  local shape=$1
+  # shellcheck disable=SC2086
+  $FASTDLLM bench --model "random:$shape" --out "$OUT/compiled_$shape.csv" --device "$DEVICE" --dtype bfloat16 \
+    --attn sdpa --synthetic-prompts "$N_PROMPTS" --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" \
+    --ignore-eos --modes ar bd --ar-baselines hf static compiled --decode-paths eager static compiled \
+    --batch-sizes $BATCHES --forced-k $FORCED_K --thresholds 0.9 --sub-block-sizes 8 --sub-block-cache off \
+    --grid cross --warmup "$WARMUP" --repeats "$REPEATS" --no-profile --quiet
+}
+step_compiled7() { bench_compiled "$SHAPE_LARGE"; }
+step_compiled15() { bench_compiled "$SHAPE_SMALL"; }
+
 # real acceptance on random weights (about one token per forward): do the captured forwards give the eager
 # path's tokens?  fp32 (where they should agree exactly) and bf16 (rounding of another kernel), batch 4
 step_real15() {
@@ -82,13 +99,16 @@ step_profile7() {
 
 step_roofline() {
   local f
-  for f in "$OUT"/static_*.csv; do
+  for f in "$OUT"/static_*.csv "$OUT"/compiled_*.csv; do
+    [ -e "$f" ] || continue
     case $f in *_roofline.csv|*static_real_*) continue ;; esac
     $FASTDLLM roofline --bench "$f" --out "${f%.csv}_roofline.csv" --measure-bandwidth --device "$DEVICE"
   done
 }
 
-PLAN=${PLAN:-"setup:40 env:15 tests:60 bw:10 graphs15:150 graphs7:170 real15:70 roofline:25"}
+# default: the compiled path's session (the static path's: PLAN="setup:40 env:15 tests:60 bw:10 graphs15:150
+# graphs7:170 real15:70 roofline:25", run 2026-11-27, results/gpu/static/README.md)
+PLAN=${PLAN:-"setup:40 env:15 tests:90 bw:10 compiled7:240 compiled15:150 roofline:25"}
 if [ $# -gt 0 ]; then PLAN="$*"; fi
 printf 'step\texit\tseconds\n' > "$OUT/steps.tsv"
 for item in $PLAN; do
@@ -96,7 +116,7 @@ for item in $PLAN; do
   [ "$limit" = "$step" ] && limit=600
   start=$(date +%s)
   echo "=== $step (limit ${limit}s, $(date -u +%T))"
-  timeout --kill-after=5 "$limit" bash -c "$(declare -f "step_$step" bench_shape); step_$step" \
+  timeout --kill-after=5 "$limit" bash -c "$(declare -f "step_$step" bench_shape bench_compiled); step_$step" \
     > "$OUT/log_$step.txt" 2>&1
   rc=$?
   printf '%s\t%s\t%s\n' "$step" "$rc" "$(( $(date +%s) - start ))" | tee -a "$OUT/steps.tsv"

@@ -300,7 +300,7 @@ def bench_paths(config: dict) -> str:
     """How the throughput rows decode (bench.ar_baseline, bench.decode_path), in words."""
     b = config["bench"]
     ar = {"hf": "Hugging Face generate", "hf_static": "HF static cache",
-          "static": "static cache"}[b.get("ar_baseline", "hf")]
+          "static": "static cache", "compiled": "static cache, compiled"}[b.get("ar_baseline", "hf")]
     return f"AR: {ar}; diffusion forwards: {b.get('decode_path', 'eager')}"
 
 
