@@ -61,6 +61,9 @@ step_graphs7() { bench_shape "$SHAPE_LARGE"; }
 # above: the two goals of issue 40 the static path missed (7B batch 1 at >= 40 % of the roofline, 1.5B >= 5x eager)
 bench_compiled() {
   local shape=$1
+  # Triton builds its kernel launcher with the machine's C compiler: without one every shape runs uncompiled (a log
+  # line per shape; the compiled rows then time the static path)
+  command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null || echo "WARNING: no C compiler on this machine"
   # shellcheck disable=SC2086
   $FASTDLLM bench --model "random:$shape" --out "$OUT/compiled_$shape.csv" --device "$DEVICE" --dtype bfloat16 \
     --attn sdpa --synthetic-prompts "$N_PROMPTS" --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" \
