@@ -55,3 +55,28 @@ def test_mcnemar_exact():
     assert speed_accuracy.mcnemar_p(0, 0) == 1.0
     assert speed_accuracy.mcnemar_p(17, 1) == pytest.approx(2 * 19 / 2 ** 18)
     assert speed_accuracy.mcnemar_p(5, 5) == 1.0
+
+
+def test_bench_order_measures_the_models_in_the_order_given(tmp_path):
+    """scripts/dev/bench_order.py (the drift check behind README's Speed bullet): every named checkpoint measured
+    at every batch size in the given order, through the sweep job's own measurement; bad names refused first."""
+    import csv
+
+    from fastdllm_core import synthetic
+    from fastdllm_core.tiny import write_tiny_checkpoint
+
+    order = _load("bench_order")
+    ck = write_tiny_checkpoint(tmp_path / "ck", seed=0)
+    suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=4, n_adapt=0, n_eval=4)
+    prompts = suite["synth_arith_test"]
+    with pytest.raises(SystemExit, match="--order names 'c', not one of"):
+        order.main(["--model", f"a={ck}", "--order", "a", "c", "--prompts-path", str(prompts)])
+    with pytest.raises(SystemExit, match="no config.json there"):
+        order.main(["--model", f"a={tmp_path}", "--order", "a", "--prompts-path", str(prompts)])
+    out = tmp_path / "order.csv"
+    order.main(["--model", f"a={ck}", "--model", f"bd={ck}", "--order", "a", "bd", "a", "--prompts-path",
+                str(prompts), "--batch-sizes", "1", "2", "--out", str(out)])
+    rows = list(csv.DictReader(open(out)))
+    assert [(r["model"], r["position"], r["batch_size"]) for r in rows] == [
+        ("a", "0", "1"), ("a", "0", "2"), ("bd", "1", "1"), ("bd", "1", "2"), ("a", "2", "1"), ("a", "2", "2")]
+    assert all(float(r["seconds_min"]) > 0 and int(r["tokens"]) > 0 for r in rows)
