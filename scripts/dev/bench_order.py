@@ -11,7 +11,7 @@ A model whose name starts with ``bd`` is measured as block diffusion (threshold 
 on: the ``batch`` sweep's setting), every other as the AR baseline of config/config.yaml (``bench.ar_baseline``).
 Two checkpoints of one architecture generating the same tokens should take the same time; the same checkpoint
 measured twice shows the drift within one process.  Measured on 2026-11-28 (README, Speed bullet): the AR base and
-NTP 0.85 s / 0.85 s at batch 1, the base 1.00 s then 0.84 s around NTP after a block-diffusion model.
+NTP 0.85 s / 0.85 s at batch 1, the base 1.00 s then 0.84 s around NTP after a block-diffusion model (batch 4: 0.35 s, 0.39 s).
 """
 from __future__ import annotations
 
