@@ -53,9 +53,12 @@ def test_flex_and_sdpa_agree_in_fp32():
 
 
 # ------------------------------------------------------------------------------------ the static path, captured
-def test_static_path_captures_once_and_equals_eager_in_fp32():
+@pytest.mark.parametrize("path", ["static", "compiled"])
+def test_static_paths_capture_once_and_equal_eager_in_fp32(path):
+    """decode_path / AR baseline 'static' (captured) and 'compiled' (each shape compiled by Inductor, Triton
+    kernels, then captured): the eager path's tokens in fp32, nothing compiled or captured on the second call."""
     from fastdllm_core.decoding import ar_generate
-    from fastdllm_core.decoding.static import capacity, static_forwards
+    from fastdllm_core.decoding.static import StaticForwards, capacity, static_forwards
 
     model = make_tiny(seed=0, dtype=torch.float32).cuda()
     ps = [[5, 6, 7, 8, 9], list(range(10, 30)), [4, 5, 6]]
@@ -63,38 +66,16 @@ def test_static_path_captures_once_and_equals_eager_in_fp32():
         kw = dict(mask_token_id=3, stop_token_ids=[2], block_size=8, sub_block_size=4, threshold=0.5,
                   max_new_tokens=24, use_sub_block_cache=cache)
         a = bd_generate(model, ps, **kw)
-        first = bd_generate(model, ps, decode_path="static", **kw)
-        again = bd_generate(model, ps, decode_path="static", **kw)
+        first = bd_generate(model, ps, decode_path=path, **kw)
+        again = bd_generate(model, ps, decode_path=path, **kw)
         assert first.sequences == a.sequences == again.sequences
         assert first.stats.capture_time_s > 0 and again.stats.capture_time_s == 0  # captured once, replayed
-    sf = static_forwards(model, 3, capacity(20 + 24, 8))
+    sf = static_forwards(model, 3, capacity(20 + 24, 8), compiled=path == "compiled")
     assert sf.capture and sf.replays > 0 and all(s.graph is not None for s in sf.shapes.values())
+    assert all((s.fn is not StaticForwards._forward) == (path == "compiled") for s in sf.shapes.values())
     h = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3])
-    s = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3], baseline="static")
-    assert s.sequences == h.sequences and s.stats.mode == "ar_static"
-
-
-def test_compiled_path_compiles_captures_once_and_equals_eager_in_fp32():
-    """decode_path / AR baseline 'compiled': each shape compiled by Inductor (Triton kernels), then captured; the
-    eager path's tokens in fp32, nothing compiled or captured on the second call."""
-    from fastdllm_core.decoding import ar_generate
-    from fastdllm_core.decoding.static import StaticForwards, capacity, static_forwards
-
-    model = make_tiny(seed=0, dtype=torch.float32).cuda()
-    ps = [[5, 6, 7, 8, 9], list(range(10, 30)), [4, 5, 6]]
-    kw = dict(mask_token_id=3, stop_token_ids=[2], block_size=8, sub_block_size=4, threshold=0.5,
-              max_new_tokens=24, use_sub_block_cache=True)
-    a = bd_generate(model, ps, **kw)
-    first = bd_generate(model, ps, decode_path="compiled", **kw)
-    again = bd_generate(model, ps, decode_path="compiled", **kw)
-    assert first.sequences == a.sequences == again.sequences
-    assert first.stats.capture_time_s > 0 and again.stats.capture_time_s == 0
-    sf = static_forwards(model, 3, capacity(20 + 24, 8), compiled=True)
-    assert sf.replays > 0 and all(s.graph is not None and s.fn is not StaticForwards._forward
-                                  for s in sf.shapes.values())
-    h = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3])
-    c = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3], baseline="compiled")
-    assert c.sequences == h.sequences and c.stats.mode == "ar_compiled"
+    s = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3], baseline=path)
+    assert s.sequences == h.sequences and s.stats.mode == f"ar_{path}"
 
 
 def test_out_of_memory_while_capturing_is_a_named_error(monkeypatch):

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "workflow" / "scripts"), str(REPO / "workflow" / "lib")]
@@ -45,9 +44,10 @@ def main(argv=None) -> None:
 
     import bench_run
     from fastdllm_core import bench
+    from fastdllm_core.cli.plan_training import load_config
     from fastdllm_core.synthetic import user_prompts
 
-    bcfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["bench"]
+    bcfg = load_config([])["bench"]  # config/config.yaml as the DAG reads it (schema-checked)
     torch.set_num_threads(int(bcfg.get("threads", 1)))
     texts = user_prompts("synth_arith", args.prompts_path)[: int(bcfg["num_prompts"])]
     decode = dict(block_size=32, sub_block_size=8, threshold=0.9, use_sub_block_cache=True)

@@ -43,14 +43,15 @@ step_env() { bash "$HERE/run_gpu_session.sh" env; }
 step_tests() { CUDA_TEST_FILES=${CUDA_TEST_FILES:-tests/test_cuda.py} TESTS_ALL=0 bash "$HERE/run_gpu_session.sh" tests; }
 step_bw() { bash "$HERE/run_gpu_session.sh" bw; }
 
-# AR eager (HF generate) and AR static (captured) against block diffusion eager and static, forced acceptance of
-# FORCED_K tokens per step (so the speed does not depend on the random weights), EOS off: every row to MAX_NEW
+# AR eager (HF generate) and AR on each of PATHS (default: static, captured) against block diffusion eager and on
+# each of PATHS, forced acceptance of FORCED_K tokens per step (so the speed does not depend on the random
+# weights), EOS off: every row to MAX_NEW; into $OUT/<prefix>_<shape>.csv
 bench_shape() {
-  local shape=$1
+  local shape=$1 prefix=${2:-static} paths=${3:-static}
   # shellcheck disable=SC2086
-  $FASTDLLM bench --model "random:$shape" --out "$OUT/static_$shape.csv" --device "$DEVICE" --dtype bfloat16 \
+  $FASTDLLM bench --model "random:$shape" --out "$OUT/${prefix}_$shape.csv" --device "$DEVICE" --dtype bfloat16 \
     --attn sdpa --synthetic-prompts "$N_PROMPTS" --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" \
-    --ignore-eos --modes ar bd --ar-baselines hf static --decode-paths eager static --batch-sizes $BATCHES \
+    --ignore-eos --modes ar bd --ar-baselines hf $paths --decode-paths eager $paths --batch-sizes $BATCHES \
     --forced-k $FORCED_K --thresholds 0.9 --sub-block-sizes 8 --sub-block-cache off --grid cross \
     --warmup "$WARMUP" --repeats "$REPEATS" --no-profile --quiet
 }
@@ -61,16 +62,10 @@ step_graphs7() { bench_shape "$SHAPE_LARGE"; }
 # activation) beside the eager and static paths, AR and block diffusion, in one run per shape, the bench's settings
 # above: the two goals of issue 40 the static path missed (7B batch 1 at >= 40 % of the roofline, 1.5B >= 5x eager)
 bench_compiled() {
-  local shape=$1
   # Triton builds its kernel launcher with the machine's C compiler: without one every shape runs uncompiled (a log
   # line per shape; the compiled rows then time the static path)
   command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null || echo "WARNING: no C compiler on this machine"
-  # shellcheck disable=SC2086
-  $FASTDLLM bench --model "random:$shape" --out "$OUT/compiled_$shape.csv" --device "$DEVICE" --dtype bfloat16 \
-    --attn sdpa --synthetic-prompts "$N_PROMPTS" --prompt-len "$PROMPT_LEN" --max-new-tokens "$MAX_NEW" \
-    --ignore-eos --modes ar bd --ar-baselines hf static compiled --decode-paths eager static compiled \
-    --batch-sizes $BATCHES --forced-k $FORCED_K --thresholds 0.9 --sub-block-sizes 8 --sub-block-cache off \
-    --grid cross --warmup "$WARMUP" --repeats "$REPEATS" --no-profile --quiet
+  bench_shape "$1" compiled "static compiled"
 }
 # the 7B at batch 1 only by default (its goal; a 28-layer Inductor compile per shape is not measured yet)
 step_compiled7() { BATCHES=${BATCHES_LARGE:-1} bench_compiled "$SHAPE_LARGE"; }
