@@ -63,14 +63,14 @@ def print_summary(rows: list[dict]) -> None:
     def f(v, fmt):
         return format(v, fmt) if _num(v) else str(v or "-")
 
-    print(f"{'mode':<4} {'base':<9} {'path':<6} {'bs':>3} {'thr':>5} {'S':>3} {'cache':>5} {'accept':<10} {'tok/s':>9} "
+    print(f"{'mode':<4} {'base':<9} {'path':<8} {'bs':>3} {'thr':>5} {'S':>3} {'cache':>5} {'accept':<10} {'tok/s':>9} "
           f"{'tok/fwd':>7} {'sync/fwd':>8} {'ovh':>6} {'agree':>6} {'speedup':>7}")
     for r in rows:
         acc = r["acceptance"] if r["mode"] == "bd" else ""
         if acc == "forced_k":
             acc = f"forced_{r['forced_k']}"
-        print(f"{r['mode']:<4} {r['baseline']:<9} {r.get('decode_path', ''):<6} {r['batch_size']:>3} {f(r.get('threshold'), '.2f'):>5} "
-              f"{f(r.get('sub_block_size'), 'd'):>3} {str(r.get('use_sub_block_cache', '')):>5} {acc:<10} "
+        print(f"{r['mode']:<4} {r['baseline']:<9} {r.get('decode_path', ''):<8} {r['batch_size']:>3} "
+              f"{f(r.get('threshold'), '.2f'):>5} {f(r.get('sub_block_size'), 'd'):>3} {str(r.get('use_sub_block_cache', '')):>5} {acc:<10} "
               f"{r['tokens_per_s']:>9.1f} {r['tokens_per_forward']:>7.2f} {f(r.get('host_syncs_per_step'), '.2f'):>8} "
               f"{f(r.get('decoder_overhead_frac'), '.2f'):>6} {f(r.get('token_agreement'), '.3f'):>6} "
               f"{f(r.get('speedup_vs_ar'), '.2f'):>7}")

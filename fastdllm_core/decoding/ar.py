@@ -122,7 +122,8 @@ def ar_generate(model, prompts, *, stop_token_ids=None, max_new_tokens: int = 25
     careful engineer would use.  ``baseline="static"``: this project's static path (:mod:`.ar_static`: a static
     KV cache and a one-token forward captured as a CUDA graph on a GPU; ``profile`` times its forwards), the AR
     side of the captured block-diffusion decoder; ``baseline="compiled"``: the same forward compiled by
-    ``torch.compile`` before its capture (the AR side of ``decode_path="compiled"``).  Tokens are counted up to and including the first stop id.
+    ``torch.compile`` before its capture (the AR side of ``decode_path="compiled"``).  Tokens are counted up to
+    and including the first stop id.
     ``suppress_token_ids`` (e.g. the mask token) are never generated, as in the diffusion decoder.  Every other
     generation setting is pinned (:data:`AR_GENERATION`: greedy, no repetition penalty), never the checkpoint's.
     """

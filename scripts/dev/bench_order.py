@@ -1,7 +1,8 @@
 """Dev benchmark (not part of the DAG, not a test): does a model's measured speed depend on what the sweep job
-measured before it?  The throughput sweep (workflow/scripts/bench.py) measures each model's rows in one stretch,
-one model after the other, in one process; this script measures checkpoints in a given order the same way
-(``workflow/scripts/bench_run.measure``: the job's bench settings, one torch thread) and prints each row's time.
+measured before it?  The throughput sweep (workflow/scripts/bench.py) measured each model's rows in one stretch,
+one model after the other, in one process (since then it measures in interleaved rounds, ``bench.rounds``); this
+script measures checkpoints in a given order, one stretch each (``workflow/scripts/bench_run.measure``: the job's
+bench settings, one torch thread) and prints each row's time.
 
     python scripts/dev/bench_order.py --prompts-path results/tiny/data/synthetic/arith_test.jsonl \
         --model base=results/released/tiny_ar_base --model ntp=results/tiny/models/ntp/run/final \

@@ -34,29 +34,40 @@ with logged(snakemake):  # noqa: F821
     if not texts:
         raise RuntimeError(f"no prompts for bench.prompts_from={p.prompts_task!r}; set data.eval_paths")
     texts = texts[: int(bcfg["num_prompts"])]
-    rows, by_model = [], {}
+    by_model, failed = {}, {}
     for run in p.runs:
         by_model.setdefault(run["model"], []).append(run)
-    for model, runs in by_model.items():
-        # a model that cannot be loaded (gated Hub id, missing checkpoint): n/a rows naming why, the others go on
+    fields = dict(sweep=sm.wildcards.sweep, scale=config["scale"], prompts_source=str(prompts_from))
+
+    def load(model):
+        """The model and its prompts; a model that cannot be loaded (gated Hub id, missing checkpoint): None, its
+        reason kept for its n/a rows (the others go on)."""
+        if model in failed:
+            return None
         bm, reason = bench.load_or_reason(lambda: bench.load_bench_model(
             p.sources[model], device=device, dtype=config.get("dtype", "auto"),
             label=config["models"][model].get("label", model), seed=int(config["seed"])), p.sources[model])
         if bm is None:
             print(f"{model}: n/a, {reason}")
-            rows += [dict(r, model_source=p.sources[model], model=model, sweep=sm.wildcards.sweep,
-                          scale=config["scale"], prompts_source=str(prompts_from))
-                     for r in bench.na_rows(runs, reason)]
-            continue
-        prompts = bench.encode_prompts(bm.tokenizer, texts)
-        print(f"{model}: {len(runs)} runs, {len(prompts)} prompts from {prompts_from}")
-        for run in runs:
-            meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}
-            out = bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{p.prompts_task}[:{len(prompts)}]",
-                                    meta, dict(model=model, sweep=sm.wildcards.sweep, scale=config["scale"],
-                                               prompts_source=str(prompts_from)))
-            rows += out
-            print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
+            failed[model] = reason
+            return None
+        print(f"{model}: {len(by_model[model])} runs, {len(texts)} prompts from {prompts_from}")
+        return bm, bench.encode_prompts(bm.tokenizer, texts)
+
+    def measure_one(loaded, model, run):
+        bm, prompts = loaded
+        meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}
+        out = bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{p.prompts_task}[:{len(prompts)}]",
+                                meta, dict(model=model, **fields))
+        print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
+        return out
+
+    # bench.rounds > 1: the models' runs measured in interleaved rounds, each run's fastest round kept
+    rows = bench_run.measure_rounds(by_model, load, measure_one, int(bcfg.get("rounds", 1)))
+    for model, reason in failed.items():
+        rows += [dict(r, model_source=p.sources[model], model=model, **fields)
+                 for r in bench.na_rows(by_model[model], reason)]
+    rows.sort(key=lambda r: list(by_model).index(r["model"]))  # the sweep's model order, n/a rows included
     if not any(r["status"] == "ok" for r in rows):  # nothing measured: the job fails naming every reason
         raise RuntimeError("no model of sweep " + sm.wildcards.sweep + " could be loaded: "
                            + "; ".join(sorted({f"{r['model']}: {r['note']}" for r in rows})))

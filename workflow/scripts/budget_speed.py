@@ -1,6 +1,6 @@
 """One snapshot of the budget study timed: its batch-1 throughput at the speed setting (an AR snapshot: AR) and
-the AR base's, on the same prompts one after the other in this job, which holds bench.job_threads cores so that no
-other job of the run disturbs the timing (as rule bench)."""
+the AR base's, on the same prompts in interleaved rounds in this job (``bench.rounds``, as rule bench), which holds
+bench.job_threads cores so that no other job of the run disturbs the timing."""
 import sys
 
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
@@ -26,17 +26,25 @@ with logged(snakemake):  # noqa: F821
     task = bcfg["prompts_from"]
     texts = user_prompts(task, sm.input.prompts)[: int(bcfg["num_prompts"])]
     speed = plan_points.speed_decode(config)
-    timed = []
-    for side, model, source, run_mode in (("snapshot", name, sm.input.model, mode),
-                                          ("ar_base", sm.params.ar_key, sm.params.ar_source, "ar")):
+    sides = {"snapshot": (name, sm.input.model, mode), "ar_base": (sm.params.ar_key, sm.params.ar_source, "ar")}
+
+    def load(side):
+        model, source, _ = sides[side]
         bm = bench.load_bench_model(source, device=device, dtype=config.get("dtype", "auto"), label=model,
                                     seed=int(config["seed"]))
-        prompts = bench.encode_prompts(bm.tokenizer, texts)
-        run = {"model": model, "mode": run_mode, "batch_size": 1, "decode": speed}
-        timed += bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{task}[:{len(prompts)}]",
-                                   {"run": run, "model": source, "bench": dict(bcfg)},
-                                   dict(model=model, sweep="budget_study", scale=config["scale"],
-                                        prompts_source=str(sm.input.prompts), side=side, **study))
+        return bm, bench.encode_prompts(bm.tokenizer, texts)
+
+    def measure_one(loaded, side, run):
+        bm, prompts = loaded
+        return bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{task}[:{len(prompts)}]",
+                                 {"run": run, "model": sides[side][1], "bench": dict(bcfg)},
+                                 dict(model=run["model"], sweep="budget_study", scale=config["scale"],
+                                      prompts_source=str(sm.input.prompts), side=side, **study))
+
+    runs = {side: [{"model": m, "mode": run_mode, "batch_size": 1, "decode": speed}]
+            for side, (m, _, run_mode) in sides.items()}
+    # the two sides in interleaved rounds (bench.rounds), each side's fastest round kept: rule bench's measurement
+    timed = bench_run.measure_rounds(runs, load, measure_one, int(bcfg.get("rounds", 1)))
     ar_tps = float(timed[-1]["tokens_per_s"])
     for r in timed:
         r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / ar_tps
