@@ -17,7 +17,6 @@ NTP 0.85 s / 0.85 s at batch 1, the base 1.00 s then 0.84 s around NTP after a b
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -46,6 +45,7 @@ def main(argv=None) -> None:
     import bench_run
     from fastdllm_core import bench
     from fastdllm_core.cli.plan_training import load_config
+    from fastdllm_core.provenance import write_csv_atomic
     from fastdllm_core.synthetic import user_prompts
 
     bcfg = load_config([])["bench"]  # config/config.yaml as the DAG reads it (schema-checked)
@@ -63,10 +63,7 @@ def main(argv=None) -> None:
                              seconds_min=round(r["wall_time_s_min"], 4), tokens_per_s=round(r["tokens_per_s"], 1)))
             print(rows[-1], flush=True)
     if args.out:
-        with open(args.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv_atomic(args.out, rows)
 
 
 if __name__ == "__main__":
