@@ -44,6 +44,19 @@ def tiny_eval_setup(tmp_path_factory, name: str, n_eval: int):
     return load_model(str(ck)), suite, root
 
 
+@pytest.fixture(scope="session")
+def tiny_bench_inputs(tmp_path_factory):
+    """(a tiny checkpoint, a synth_arith test file of 4 items): what the throughput-measuring scripts' tests run on
+    (tests/test_speed_probe.py, tests/test_bench_rounds.py); read only."""
+    from fastdllm_core import synthetic
+    from fastdllm_core.tiny import write_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("bench_inputs")
+    ck = write_tiny_checkpoint(root / "ck", seed=0)
+    suite = synthetic.write_suite(root / "suite", n_pretrain=0, n_sft=4, n_adapt=0, n_eval=4)
+    return ck, suite["synth_arith_test"]
+
+
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory):
     """A small SFT file (64 sums, prompt/response rows) for the training tests that run a few real steps."""

@@ -61,14 +61,10 @@ def test_one_round_is_the_plain_measurement():
         bench_run.measure_rounds({"a": [{"id": 0}]}, load, measure_one, rounds=0)
 
 
-def test_bench_script_measures_the_sweep_in_rounds(tmp_path):
+def test_bench_script_measures_the_sweep_in_rounds(tmp_path, tiny_bench_inputs):
     """Rule bench's script with a stand-in snakemake object: an AR and a block-diffusion run of one tiny checkpoint
     and a missing checkpoint's n/a row, in 2 rounds; every measured row says so, the rows keep the sweep's order."""
-    from fastdllm_core import synthetic
-    from fastdllm_core.tiny import write_tiny_checkpoint
-
-    ck = write_tiny_checkpoint(tmp_path / "ck", seed=0)
-    prompts = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=4, n_adapt=0, n_eval=4)["synth_arith_test"]
+    ck, prompts = tiny_bench_inputs
     decode = dict(block_size=32, sub_block_size=8, threshold=0.9, use_sub_block_cache=True)
     runs = [{"model": "gone", "mode": "ar", "batch_size": 1, "decode": {}},
             {"model": "base", "mode": "ar", "batch_size": 1, "decode": {}},

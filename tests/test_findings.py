@@ -2,6 +2,7 @@
 another CPU disagreed (analysis/findings.py, scripts/update_results_doc.py --check / --add-findings / --mark)."""
 import csv
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,24 @@ def test_the_committed_page_and_file_are_readable_and_the_file_holds_a_page_expo
     same_run = [r for r in committed if r["commit"] == run["commit"] and r["cpu"] == run["cpu"]]
     if same_run:  # the page's own run in the file: the file is that page's export
         assert same_run == rs
+
+
+def test_kept_runs_on_other_cpus_are_their_own_pages_and_in_the_findings_file():
+    """results/cross_cpu/<run>/: a run kept from another CPU (its page, CSVs and timing record). The page names the
+    commit and CPU its timing record names, its numbers are a results page's, and when docs/findings_by_cpu.csv holds
+    rows of that run they are this page's export (the file may since hold a newer run of that CPU)."""
+    kept = sorted((ROOT / "results" / "cross_cpu").glob("*/summary.md"))
+    assert kept, "results/cross_cpu holds no kept run"
+    with (ROOT / "docs" / "findings_by_cpu.csv").open(newline="") as f:
+        committed = list(csv.DictReader(f))
+    for page_file in kept:
+        page, timing = page_file.read_text(), json.loads((page_file.parent / "embedded_default_time.json").read_text())
+        run = run_of(page)
+        assert run["commit"] == timing["git_commit"] and run["cpu"] == timing["cpu"], page_file
+        assert f"{timing['idle_wall_s']:.0f} s wall" in page and len(findings(page)) == 54
+        same_run = [r for r in committed if r["commit"] == run["commit"] and r["cpu"] == run["cpu"]]
+        if same_run:
+            assert same_run == rows(page), page_file
 
 
 def test_rows_carry_the_run_they_came_from():

@@ -57,18 +57,13 @@ def test_mcnemar_exact():
     assert speed_accuracy.mcnemar_p(5, 5) == 1.0
 
 
-def test_bench_order_measures_the_models_in_the_order_given(tmp_path):
+def test_bench_order_measures_the_models_in_the_order_given(tmp_path, tiny_bench_inputs):
     """scripts/dev/bench_order.py (the drift check behind README's Speed bullet): every named checkpoint measured
     at every batch size in the given order, through the sweep job's own measurement; bad names refused first."""
     import csv
 
-    from fastdllm_core import synthetic
-    from fastdllm_core.tiny import write_tiny_checkpoint
-
     order = _load("bench_order")
-    ck = write_tiny_checkpoint(tmp_path / "ck", seed=0)
-    suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=4, n_adapt=0, n_eval=4)
-    prompts = suite["synth_arith_test"]
+    ck, prompts = tiny_bench_inputs
     with pytest.raises(SystemExit, match="--order names 'c', not one of"):
         order.main(["--model", f"a={ck}", "--order", "a", "c", "--prompts-path", str(prompts)])
     with pytest.raises(SystemExit, match="no config.json there"):
