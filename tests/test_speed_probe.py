@@ -75,3 +75,32 @@ def test_bench_order_measures_the_models_in_the_order_given(tmp_path, tiny_bench
     assert [(r["model"], r["position"], r["batch_size"]) for r in rows] == [
         ("a", "0", "1"), ("a", "0", "2"), ("bd", "1", "1"), ("bd", "1", "2"), ("a", "2", "1"), ("a", "2", "2")]
     assert all(float(r["seconds_min"]) > 0 and int(r["tokens"]) > 0 for r in rows)
+
+
+def test_round_ratios_divide_within_each_round():
+    """scripts/dev/round_ratios.py: each row's tokens/s over the AR reference's in the same round, at the same batch
+    size; bad input named; on the kept Intel run, NTP / AR base per round (the noise floor) and its median."""
+    rr = _load("round_ratios")
+    rows = [dict(model="ref", mode="ar", batch_size="1", status="ok", tokens_per_s_rounds="100;200",
+                 speedup_vs_main_ar="1.0"),
+            dict(model="m", mode="bd", batch_size="1", status="ok", tokens_per_s_rounds="50;300",
+                 speedup_vs_main_ar="1.5"),
+            dict(model="m", mode="bd", batch_size="4", status="ok", tokens_per_s_rounds="1;2"),
+            dict(model="gone", mode="ar", batch_size="1", status="n/a", tokens_per_s_rounds="")]
+    got = {(g["model"], g["batch_size"]): g for g in rr.round_ratios(rows, "ref")}
+    assert set(got) == {("ref", "1"), ("m", "1")}  # no reference at batch 4; n/a rows left out
+    assert got[("m", "1")]["round_ratios"] == "0.500;1.500" and got[("m", "1")]["median"] == 1.0
+    assert (got[("m", "1")]["min"], got[("m", "1")]["max"], got[("m", "1")]["kept_round_ratio"]) == (0.5, 1.5, "1.5")
+    with pytest.raises(SystemExit, match="--reference 'x' has no measured AR row here"):
+        rr.round_ratios(rows, "x")
+    with pytest.raises(SystemExit, match="row m bd batch 1: 3 rounds, the reference 2"):
+        rr.round_ratios([rows[0], dict(rows[1], tokens_per_s_rounds="1;2;3")], "ref")
+    with pytest.raises(SystemExit, match="row ref ar batch 1: no tokens_per_s_rounds"):
+        rr.round_ratios([dict(rows[0], tokens_per_s_rounds="")], "ref")
+    kept = DEV.parents[1] / "results" / "cross_cpu" / "intel_xeon_11322d2" / "throughput" / "batch.csv"
+    import csv
+
+    ntp = {g["batch_size"]: g for g in rr.round_ratios(list(csv.DictReader(kept.open())), "ar_base")
+           if g["model"] == "ntp"}
+    assert ntp["1"]["round_ratios"] == "0.986;0.809;1.003" and ntp["1"]["median"] == 0.986
+    assert ntp["4"]["median"] == 0.969 and float(ntp["4"]["kept_round_ratio"]) == pytest.approx(0.758, abs=1e-3)
