@@ -121,6 +121,11 @@ for item in $PLAN; do
   rc=$?
   printf '%s\t%s\t%s\n' "$step" "$rc" "$(( $(date +%s) - start ))" | tee -a "$OUT/steps.tsv"
   tail -n 8 "$OUT/log_$step.txt"
-  # one archive of everything so far, replaced after every step (the device tool returns at most 8 files)
-  if [ -n "${PACK:-}" ]; then tar -czf "$PACK.part" -C "$OUT" . && mv "$PACK.part" "$PACK"; fi
+  # one archive of everything so far, replaced after every step (the device tool returns at most 8 files); built
+  # outside $OUT and without the previous archive, so that PACK may lie inside $OUT (tar would otherwise read a file
+  # it is writing, warn "file changed as we read it", exit 1 and keep no archive of that step)
+  if [ -n "${PACK:-}" ]; then
+    part=$(mktemp)
+    tar -czf "$part" --exclude="./$(basename "$PACK")" -C "$OUT" . && chmod 644 "$part" && mv "$part" "$PACK" || rm -f "$part"
+  fi
 done
