@@ -1,5 +1,6 @@
 """scripts/dev/speed_probe.py and speed_accuracy.py: the forward accounting, the instrumented decoder (the library's
 numerics, every forward recorded) and the paired test."""
+import csv
 import importlib.util
 from pathlib import Path
 
@@ -60,8 +61,6 @@ def test_mcnemar_exact():
 def test_bench_order_measures_the_models_in_the_order_given(tmp_path, tiny_bench_inputs):
     """scripts/dev/bench_order.py (the drift check behind README's Speed bullet): every named checkpoint measured
     at every batch size in the given order, through the sweep job's own measurement; bad names refused first."""
-    import csv
-
     order = _load("bench_order")
     ck, prompts = tiny_bench_inputs
     with pytest.raises(SystemExit, match="--order names 'c', not one of"):
@@ -71,7 +70,8 @@ def test_bench_order_measures_the_models_in_the_order_given(tmp_path, tiny_bench
     out = tmp_path / "order.csv"
     order.main(["--model", f"a={ck}", "--model", f"bd={ck}", "--order", "a", "bd", "a", "--prompts-path",
                 str(prompts), "--batch-sizes", "1", "2", "--out", str(out)])
-    rows = list(csv.DictReader(open(out)))
+    with out.open(newline="") as f:
+        rows = list(csv.DictReader(f))
     assert [(r["model"], r["position"], r["batch_size"]) for r in rows] == [
         ("a", "0", "1"), ("a", "0", "2"), ("bd", "1", "1"), ("bd", "1", "2"), ("a", "2", "1"), ("a", "2", "2")]
     assert all(float(r["seconds_min"]) > 0 and int(r["tokens"]) > 0 for r in rows)
@@ -98,9 +98,7 @@ def test_round_ratios_divide_within_each_round():
     with pytest.raises(SystemExit, match="row ref ar batch 1: no tokens_per_s_rounds"):
         rr.round_ratios([dict(rows[0], tokens_per_s_rounds="")], "ref")
     kept = DEV.parents[1] / "results" / "cross_cpu" / "intel_xeon_11322d2" / "throughput" / "batch.csv"
-    import csv
-
-    ntp = {g["batch_size"]: g for g in rr.round_ratios(list(csv.DictReader(kept.open())), "ar_base")
-           if g["model"] == "ntp"}
+    with kept.open(newline="") as f:
+        ntp = {g["batch_size"]: g for g in rr.round_ratios(list(csv.DictReader(f)), "ar_base") if g["model"] == "ntp"}
     assert ntp["1"]["round_ratios"] == "0.986;0.809;1.003" and ntp["1"]["median"] == 0.986
     assert ntp["4"]["median"] == 0.969 and float(ntp["4"]["kept_round_ratio"]) == pytest.approx(0.758, abs=1e-3)

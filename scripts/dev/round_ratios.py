@@ -65,8 +65,9 @@ def main(argv=None) -> None:
     with args.csv.open(newline="") as f:
         got = round_ratios(list(csv.DictReader(f)), args.reference)
     for g in got:
-        print(f"{g['model']:>12} {g['mode']:>5} b{g['batch_size']:<3} kept {float(g['kept_round_ratio'] or 'nan'):.2f}x  "
-              f"per round {g['round_ratios']}  median {g['median']:.2f}x  range {g['min']:.2f}-{g['max']:.2f}x")
+        kept = float(g["kept_round_ratio"] or "nan")
+        print(f"{g['model']:>12} {g['mode']:>5} b{g['batch_size']:<3} kept {kept:.2f}x  per round {g['round_ratios']}  "
+              f"median {g['median']:.2f}x  range {g['min']:.2f}-{g['max']:.2f}x")
     if args.out:
         from fastdllm_core.provenance import write_csv_atomic
 
