@@ -106,7 +106,7 @@ def fig1a_throughput_vs_accuracy(acc, thr, spec: dict, scale: str, png, pdf):
     notes = []
     if sp and sp[1]:
         notes.append(f"Reproduced bar: both models from the '{sweep}' throughput sweep; error bar: range over "
-                     "the timed repeats. Error bars on the left: 95% intervals of the accuracy.")
+                     "every timed repeat of every round. Error bars on the left: 95% intervals of the accuracy.")
     if p:
         notes.append(f"Paper value {p.value}x: {p.source_text}.")
     _footer(fig, notes + [_wrap(n, 170) for n in spec.get("notes", [])])
@@ -136,9 +136,9 @@ def batch_scaling(thr, spec: dict) -> list[dict]:
 
 def fig1b_throughput_batch(thr, spec: dict, scale: str, png, pdf):
     """spec: models [{model, label, mode}] (the speed pair), batches [1, 4], speed_decode, sweep (default
-    "batch").  Left: reproduced tokens/s per batch size (range over the timed repeats as error bars); right: the
-    gain from the first to the last batch size, reproduced beside the paper's Fast-dLLM v2 (7B) (a ratio: absolute
-    tokens/s of a small CPU model and a 7B model on an A100 do not compare)."""
+    "batch").  Left: reproduced tokens/s per batch size (range over every timed repeat of every round as error
+    bars); right: the gain from the first to the last batch size, reproduced beside the paper's Fast-dLLM v2 (7B)
+    (a ratio: absolute tokens/s of a small CPU model and a 7B model on an A100 do not compare)."""
     batches, sweep = spec.get("batches", [1, 4]), spec.get("sweep", "batch")
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(max(12, 2.4 * (len(spec["models"]) + 1)), 5.6), layout="constrained")
     width = 0.8 / max(1, len(spec["models"]))
@@ -183,7 +183,7 @@ def fig1b_throughput_batch(thr, spec: dict, scale: str, png, pdf):
     if not items:
         _empty(bx, "no throughput pair in the results CSV")
     paper = next((it for it in items if it["source"] != "reproduced"), None)
-    notes = [f"Reproduced: the '{sweep}' throughput sweep; error bars: range over the timed repeats."]
+    notes = [f"Reproduced: the '{sweep}' throughput sweep; error bars: range over every timed repeat of every round."]
     if paper:
         notes.append(f"Paper's Fast-dLLM v2 (7B) tokens/s: {paper['source']} ("
                      f"{pv.NON_PAPER_EXCEPTIONS[('fig1b', 'Fast-dLLM v2 (7B)', 'tokens_per_s@bs1')]}).")

@@ -77,8 +77,8 @@ def fig_threshold_gsm8k(acc, thr, spec: dict, scale: str, png, pdf):
     "threshold").
 
     Three stacked panels sharing the threshold axis: accuracy (with its 95% interval as error bars where the
-    accuracy CSV has ``ci_low``/``ci_high``), throughput in tokens/s (range over the timed repeats), and
-    throughput relative to threshold 1.0 beside the paper's own 39.1 -> 101.7 tokens/s (2.6x), which is drawn and
+    accuracy CSV has ``ci_low``/``ci_high``), throughput in tokens/s (range over every timed repeat of every round),
+    and throughput relative to threshold 1.0 beside the paper's own 39.1 -> 101.7 tokens/s (2.6x), which is drawn and
     labelled as the paper's."""
     fig, (ax, tx, sx) = plt.subplots(3, 1, figsize=(7.5, 10), sharex=True, layout="constrained")
     ths = sorted(float(t) for t in spec["thresholds"])
@@ -97,7 +97,8 @@ def fig_threshold_gsm8k(acc, thr, spec: dict, scale: str, png, pdf):
     ax.set_ylabel("accuracy (%)")
     ax.set_title(f"(a) Accuracy: {spec['task']} {spec['metric']}", fontsize=10)
     _series_panel(tx, ths, tps, rgs, fmt="s-", color="#55a868", label=f"reproduced ({scale} scale, batch {batch})",
-                  range_label="range over timed repeats", empty="no throughput rows for this sweep in the results CSV",
+                  range_label="range over every timed repeat",
+                  empty="no throughput rows for this sweep in the results CSV",
                   floor=0.0)
     tx.set_ylabel("tokens/s")
     tx.set_title("(b) Throughput, " + _wrap(measured_on(thr, sweep, [spec["model"]]), 70)
@@ -158,7 +159,7 @@ def fig_subblock_accuracy(acc, spec: dict, scale: str, png, pdf):
 
 def fig_subblock_throughput(thr, spec: dict, scale: str, png, pdf):
     """spec: model, sub_blocks, caches, batches [1, 32], decode (block size, threshold), sweep (default
-    "subblock"); error bars: range over the timed repeats."""
+    "subblock"); error bars: range over every timed repeat of every round."""
     batches, sweep = spec["batches"], spec.get("sweep", "subblock")
     fig, axes = plt.subplots(1, len(batches), figsize=(5.8 * len(batches), 4.6), squeeze=False, layout="constrained")
     for ax, b in zip(axes[0], batches):
@@ -177,6 +178,7 @@ def fig_subblock_throughput(thr, spec: dict, scale: str, png, pdf):
     fig.suptitle(f"Figure 6b: throughput vs sub-block size\n{_repro_title(spec.get('label', spec['model']), scale)}"
                  f"\n{measured_on(thr, sweep, [spec['model']])}", fontsize=11)
     f = _finding("fig_subblock", "Figure 6(b)")
-    notes = [f"Throughput from the '{sweep}' throughput sweep; error bars: range over the timed repeats."]
+    notes = [f"Throughput from the '{sweep}' throughput sweep; error bars: range over every timed repeat of every "
+             "round."]
     _footer(fig, notes + ([_wrap(f"The paper's finding ({f.where}): {f.statement}", 150)] if f else []))
     save(fig, png, pdf)

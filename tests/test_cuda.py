@@ -53,13 +53,15 @@ def test_flex_and_sdpa_agree_in_fp32():
 
 
 # ------------------------------------------------------------------------------------ the static path, captured
-@pytest.mark.parametrize("path", ["static", "compiled"])
-def test_static_paths_capture_once_and_equal_eager_in_fp32(path):
+@pytest.mark.parametrize("path,scope", [("static", ""), ("compiled", "layers"), ("compiled", "model")])
+def test_static_paths_capture_once_and_equal_eager_in_fp32(path, scope, monkeypatch):
     """decode_path / AR baseline 'static' (captured) and 'compiled' (each shape compiled by Inductor, Triton
-    kernels, then captured): the eager path's tokens in fp32, nothing compiled or captured on the second call."""
+    kernels, then captured; both compile scopes): the eager path's tokens in fp32, nothing compiled or captured on
+    the second call."""
     from fastdllm_core.decoding import ar_generate
     from fastdllm_core.decoding.static import StaticForwards, capacity, static_forwards
 
+    monkeypatch.setenv("FASTDLLM_COMPILE_SCOPE", scope)
     model = make_tiny(seed=0, dtype=torch.float32).cuda()
     ps = [[5, 6, 7, 8, 9], list(range(10, 30)), [4, 5, 6]]
     for cache in (False, True):
@@ -73,6 +75,8 @@ def test_static_paths_capture_once_and_equal_eager_in_fp32(path):
     sf = static_forwards(model, 3, capacity(20 + 24, 8), compiled=path == "compiled")
     assert sf.capture and sf.replays > 0 and all(s.graph is not None for s in sf.shapes.values())
     assert all((s.fn is not StaticForwards._forward) == (path == "compiled") for s in sf.shapes.values())
+    assert sf.compile_scope == (scope or None)
+    assert all("forward" not in x.__dict__ and x.self_attn.layer_idx == i for i, x in enumerate(model.model.layers))
     h = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3])
     s = ar_generate(model, ps, stop_token_ids=[2], max_new_tokens=24, suppress_token_ids=[3], baseline=path)
     assert s.sequences == h.sequences and s.stats.mode == f"ar_{path}"

@@ -2,6 +2,7 @@
 energy counter, the figure is a function of the CSVs, and the numbers results/gpu/README.md quotes are the CSVs'."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -43,6 +44,23 @@ def test_the_readme_quotes_the_csvs():
 
 def test_the_figure_is_drawn_from_the_csvs(tmp_path):
     assert_plot_draws("plot_batch_throughput.py", GPU, tmp_path)
+
+
+def test_the_static_session_fits_one_device_call_and_refuses_a_plan_that_does_not(tmp_path):
+    """static_session.sh: its default PLAN's limits add up to at most 560 s (the device tool runs a command for at
+    most 600 s); a longer or malformed PLAN is refused, naming it, before any step runs."""
+    import re
+
+    text = (ROOT / "scripts" / "gpu" / "static_session.sh").read_text()
+    plan = re.search(r'PLAN=\$\{PLAN:-"([^"]+)"\}', text).group(1)
+    assert 400 <= sum(int(item.split(":")[1]) for item in plan.split()) <= 560
+    assert plan.split()[4].startswith("compiled7:")  # the 7B's goal before the 1.5B's
+    for plan, msg in (("env:400 tests:300", "the PLAN's limits add up to 700 s, over MAX_S=560 s"),
+                      ("env:x", "step limit 'env:x' is not step:seconds")):
+        r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu" / "static_session.sh")], capture_output=True,
+                           text=True, env={**os.environ, "OUT": str(tmp_path / "out"), "PLAN": plan}, cwd=ROOT)
+        assert r.returncode == 2 and msg in r.stderr
+        assert not (tmp_path / "out" / "steps.tsv").exists()  # nothing ran
 
 
 @pytest.mark.parametrize("script", ["run_gpu_session.sh", "quick_session.sh", "static_session.sh", "make_wheels.sh"])

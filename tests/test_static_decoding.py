@@ -12,7 +12,8 @@ from conftest import make_tiny
 from test_decoding import CONFIGS, EOS, MASK, prompts
 from fastdllm_core.bench import ForcedAcceptance, forced_acceptance_forwards
 from fastdllm_core.decoding import DecodeConfig, ar_generate, bd_generate
-from fastdllm_core.decoding.static import StaticForwards, capacity, static_forwards, static_unsupported
+from fastdllm_core.decoding.static import (StaticForwards, capacity, last_compile_scope, static_forwards,
+                                           static_unsupported)
 
 
 @pytest.fixture(scope="module")
@@ -197,11 +198,20 @@ needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is Non
                                reason="no C++ compiler: Inductor compiles C++ on a CPU")
 
 
+def _layers_restored(model):
+    """After a call on the 'layers' compile scope the model is as it was: no layer keeps a replaced forward, every
+    layer its own layer_idx."""
+    return all("forward" not in x.__dict__ and x.self_attn.layer_idx == i for i, x in enumerate(model.model.layers))
+
+
 @needs_cxx
+@pytest.mark.parametrize("scope", ["model", "layers"])
 @pytest.mark.parametrize("batched", [True, False], ids=["batched", "single"])
-def test_compiled_equals_eager_and_compiles_each_shape_once(tiny64, batched):
-    """decode_path='compiled': every shape compiled by Inductor (C++ on a CPU), the same tokens and counts as the
-    eager path in float64; the compile time is counted on the first call, none on the second."""
+def test_compiled_equals_eager_and_compiles_each_shape_once(tiny64, batched, scope, monkeypatch):
+    """decode_path='compiled': every shape compiled by Inductor (C++ on a CPU), the whole forward or each decoder
+    layer (the compile scopes), the same tokens and counts as the eager path in float64; the compile time is counted
+    on the first call, none on the second."""
+    monkeypatch.setenv("FASTDLLM_COMPILE_SCOPE", scope)
     ps = prompts([3, 8, 13]) if batched else prompts([6])
     kw = dict(mask_token_id=MASK, stop_token_ids=[], max_new_tokens=20, block_size=8, sub_block_size=4,
               threshold=0.5, use_sub_block_cache=batched)
@@ -214,10 +224,61 @@ def test_compiled_equals_eager_and_compiles_each_shape_once(tiny64, batched):
     sf = static_forwards(tiny64, len(ps), capacity(max(map(len, ps)) + 20, 8), compiled=True)
     assert sf.compiled and sf is not static_forwards(tiny64, len(ps), capacity(max(map(len, ps)) + 20, 8))
     assert all(s.fn is not StaticForwards._forward for s in sf.shapes.values())  # every shape compiled
+    assert sf.compile_scope == scope == last_compile_scope(tiny64) and _layers_restored(tiny64)
 
 
 @needs_cxx
-def test_ar_compiled_equals_hf_greedy(tiny64):
+def test_the_layers_scope_compiles_one_graph_set_for_every_layer(monkeypatch):
+    """The 'layers' compile scope: a model of 6 layers compiles as many graphs as one of 2 (one graph set per shape
+    serves every layer), with the eager path's tokens in float64."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("FASTDLLM_COMPILE_SCOPE", "layers")
+    kw = dict(mask_token_id=MASK, stop_token_ids=[], max_new_tokens=10, block_size=8, sub_block_size=4,
+              threshold=0.5)
+    graphs = []
+    for layers, ps in ((2, prompts([5, 7, 4, 6])), (6, prompts([4, 6, 9, 5, 3]))):  # batch sizes no other test uses
+        model = make_tiny(seed=layers, layers=layers)
+        before = counters["stats"]["unique_graphs"]
+        _same(bd_generate(model, ps, **kw), bd_generate(model, ps, decode_path="compiled", **kw))
+        graphs.append(counters["stats"]["unique_graphs"] - before)
+        assert _layers_restored(model)
+    assert graphs[0] == graphs[1] > 0
+
+
+@needs_cxx
+def test_bench_rows_of_the_compiled_path_record_their_compile_scope(tmp_path, monkeypatch):
+    from fastdllm_core.bench import SweepConfig, random_model, run_sweep
+
+    monkeypatch.setenv("FASTDLLM_COMPILE_SCOPE", "layers")
+    bm = random_model("tiny", seed=0)
+    cfg = SweepConfig(modes=("ar", "bd"), ar_baselines=("hf", "compiled"), decode_paths=("eager", "compiled"),
+                      thresholds=(0.9,), sub_block_sizes=(8,), batch_sizes=(2,), max_new_tokens=12, warmup=1,
+                      repeats=1)
+    rows = run_sweep(bm, [[5 + i for i in range(n)] for n in (6, 20)], cfg=cfg, out=tmp_path / "b.csv",
+                     progress=False)
+    assert [(r["decode_path"], r.get("compile_scope", "")) for r in rows] == [
+        ("eager", ""), ("compiled", "layers"), ("eager", ""), ("compiled", "layers")]
+    assert all(r["eager_agreement"] == 1.0 for r in rows if r["decode_path"] == "compiled")
+
+
+def test_compile_scope_bad_value_is_named_and_a_model_without_stock_layers_compiles_whole(tiny32, caplog):
+    from fastdllm_core.decoding.static import _scope
+
+    with pytest.raises(ValueError, match="compile scope 'layer': choose from \\['model', 'layers'\\]"):
+        StaticForwards(tiny32, 1, 8, compiled=True, compile_scope="layer")
+    model = make_tiny(seed=5, dtype=torch.float32)
+    model.model.layers[1].forward = model.model.layers[1].forward  # a replaced forward (as accelerate's hooks do)
+    with caplog.at_level(logging.WARNING):
+        assert _scope(model, "layers", True) == ("model", None)
+    assert "no stock decoder layers to compile one by one" in caplog.text
+    assert _scope(tiny32, None, True)[0] == "layers" and _scope(tiny32, None, False) == ("model", None)
+
+
+@needs_cxx
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_ar_compiled_equals_hf_greedy(tiny64, scope, monkeypatch):
+    monkeypatch.setenv("FASTDLLM_COMPILE_SCOPE", scope)
     ps = prompts([4, 11, 7], seed=3)
     a = ar_generate(tiny64, ps, stop_token_ids=[EOS], max_new_tokens=16, suppress_token_ids=[MASK])
     b = ar_generate(tiny64, ps, stop_token_ids=[EOS], max_new_tokens=16, suppress_token_ids=[MASK],
@@ -226,7 +287,8 @@ def test_ar_compiled_equals_hf_greedy(tiny64):
     assert b.stats.mode == "ar_compiled" and b.stats.capture_time_s > 0
 
 
-def test_a_shape_torch_compile_fails_on_runs_uncompiled_with_a_log_line(tiny32, monkeypatch, caplog):
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_a_shape_torch_compile_fails_on_runs_uncompiled_with_a_log_line(tiny32, monkeypatch, caplog, scope):
     from fastdllm_core.decoding import static
 
     class CompileFailed(torch._dynamo.exc.TorchDynamoException):
@@ -236,6 +298,8 @@ def test_a_shape_torch_compile_fails_on_runs_uncompiled_with_a_log_line(tiny32, 
         raise CompileFailed("no C++ compiler (test)")
 
     monkeypatch.setattr(static, "_compiled_forward", lambda: broken)
+    monkeypatch.setattr(static, "_compiled_layer_forward", lambda cls: broken)
+    monkeypatch.setenv("FASTDLLM_COMPILE_SCOPE", scope)
     ps = prompts([5, 9])
     kw = dict(mask_token_id=MASK, stop_token_ids=[], max_new_tokens=12, block_size=8, sub_block_size=4)
     with caplog.at_level(logging.WARNING):
@@ -243,7 +307,7 @@ def test_a_shape_torch_compile_fails_on_runs_uncompiled_with_a_log_line(tiny32, 
     assert "torch.compile of shape (2, 8, 4) failed (no C++ compiler (test)); running it uncompiled" in caplog.text
     _same(out, bd_generate(tiny32, ps, **kw))
     sf = static_forwards(tiny32, 2, capacity(9 + 12, 8), compiled=True)
-    assert all(s.fn is StaticForwards._forward for s in sf.shapes.values())
+    assert all(s.fn is StaticForwards._forward for s in sf.shapes.values()) and _layers_restored(tiny32)
 
 
 def test_bench_plans_the_compiled_pair():

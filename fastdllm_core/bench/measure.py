@@ -88,6 +88,10 @@ def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
     outs, tele, host, peak_mem, capture = _timed_repeats(runner, item, prompts)
     row = dict(item)
     row.update(_timing_fields(outs, tele, host, peak_mem), capture_time_s=capture)
+    if row.get("decode_path") == "compiled":
+        from ..decoding.static import last_compile_scope
+
+        row["compile_scope"] = last_compile_scope(getattr(runner.bm.model, "module", runner.bm.model))
     row["ar_generation"] = ar_generation_summary() if item["mode"] == "ar" else ""
     warn_if_busy(row, f"{item['mode']} batch {item['batch_size']}")
     if item["mode"] == "bd" and item["acceptance"] == "forced_k":

@@ -11,9 +11,10 @@ from .models import BenchModel
 
 COLUMNS = [
     "model", "model_label", "weights", "n_params", "dtype", "attn_implementation", "device",
-    "mode", "baseline", "decode_path", "batch_size", "threshold", "sub_block_size", "block_size", "use_sub_block_cache",
-    "point", "gen_length", "steps", "remasking", "alg", "alg_temp", "cache", "logits_eos_inf",
-    "confidence_eos_eot_inf", "acceptance", "forced_k", "prompt_set", "n_prompts", "prompt_len_mean", "max_new_tokens", "ignore_eos",
+    "mode", "baseline", "decode_path", "compile_scope", "batch_size", "threshold", "sub_block_size", "block_size",
+    "use_sub_block_cache", "point", "gen_length", "steps", "remasking", "alg", "alg_temp", "cache", "logits_eos_inf",
+    "confidence_eos_eot_inf", "acceptance", "forced_k", "prompt_set", "n_prompts", "prompt_len_mean", "max_new_tokens",
+    "ignore_eos",
     "warmup", "repeats", "total_tokens", "wall_time_s", "wall_time_s_min", "wall_time_s_max", "tokens_per_s",
     "nfe", "tokens_per_forward", "tokens_per_forward_expected", "latency_mean_s", "latency_p50_s",
     "steps_per_block_mean", "host_syncs", "host_syncs_per_step", "forward_time_s", "profile_wall_time_s",
@@ -23,7 +24,8 @@ COLUMNS = [
     "speedup_baseline",
     "power_avg_w", "power_peak_w", "energy_j", "energy_method", "joules_per_token", "peak_mem_mib",
     "nvml_mem_used_peak_mib", "gpu_util_avg", "sm_clock_avg_mhz", "nvml_samples", "nvml_index",
-    "nvml_device_name", "nvml_driver", "nvml_cuda_driver", "truncated_prompts", "torch_threads", "ar_generation", *HOSTLOAD_COLUMNS,
+    "nvml_device_name", "nvml_driver", "nvml_cuda_driver", "truncated_prompts", "torch_threads", "ar_generation",
+    *HOSTLOAD_COLUMNS,
 ] + META_COLUMNS
 
 
@@ -69,8 +71,9 @@ def print_summary(rows: list[dict]) -> None:
         acc = r["acceptance"] if r["mode"] == "bd" else ""
         if acc == "forced_k":
             acc = f"forced_{r['forced_k']}"
+        cache = str(r.get("use_sub_block_cache", ""))
         print(f"{r['mode']:<4} {r['baseline']:<9} {r.get('decode_path', ''):<8} {r['batch_size']:>3} "
-              f"{f(r.get('threshold'), '.2f'):>5} {f(r.get('sub_block_size'), 'd'):>3} {str(r.get('use_sub_block_cache', '')):>5} {acc:<10} "
+              f"{f(r.get('threshold'), '.2f'):>5} {f(r.get('sub_block_size'), 'd'):>3} {cache:>5} {acc:<10} "
               f"{r['tokens_per_s']:>9.1f} {r['tokens_per_forward']:>7.2f} {f(r.get('host_syncs_per_step'), '.2f'):>8} "
               f"{f(r.get('decoder_overhead_frac'), '.2f'):>6} {f(r.get('token_agreement'), '.3f'):>6} "
               f"{f(r.get('speedup_vs_ar'), '.2f'):>7}")

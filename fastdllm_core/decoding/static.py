@@ -22,7 +22,13 @@ decode batches:
   compiled once by ``torch.compile`` (Inductor, static shapes) before its capture, so a replayed graph runs fused
   kernels (a decoder layer's norms, rotary embedding and activation in a few kernels, not dozens), as vLLM
   compiles then captures its decode graphs.  Compile time is counted with the capture time.  A shape torch.compile
-  cannot compile runs uncompiled (same forward) with a log line.
+  cannot compile runs uncompiled (same forward) with a log line.  Two *compile scopes*: 'model' compiles the whole
+  forward (fewest Python calls per forward: the default where nothing is captured, a CPU) and 'layers' compiles the
+  decoder layer's forward once for all layers (the default where graphs are captured, CUDA: a replay runs no Python,
+  and a 28-layer model compiles in seconds where the whole forward takes about a minute per shape).  One graph can
+  serve every layer because, during the call, each layer's ``self_attn.layer_idx`` reads 0 (Dynamo would guard on it
+  and recompile per layer) and the cache writes the layers in call order between the graphs
+  (:meth:`StaticKVCache._write_in_order`); both are restored after the call.  ``$FASTDLLM_COMPILE_SCOPE`` overrides.
 
 Forward hooks (the benchmark's :class:`~fastdllm_core.bench.hooks.ForcedAcceptance`) do not run inside a replayed
 graph: the captured function is ``model.forward``, and the model's forward hooks are called on the output after
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections import OrderedDict
 
@@ -46,6 +53,7 @@ from .common import cache_kwarg
 log = logging.getLogger(__name__)
 KEPT = 2  # StaticForwards kept per model (batch size x capacity); older ones are dropped (graph memory freed)
 RECOMPILE_LIMIT = 64  # compiled path: every shape, batch size and capacity is one compiled graph of one function
+COMPILE_SCOPES = ("model", "layers")  # compiled path: the whole forward, or each decoder layer (module docstring)
 
 
 class GraphCaptureOOMError(RuntimeError):
@@ -82,6 +90,7 @@ class StaticKVCache:
         self.max_len, self.batch = max_len, batch
         self.write_pos, self.visible_len = 0, 0
         self.positions: torch.Tensor | None = None  # [B, q]: static mode
+        self.in_order, self.cursor = False, 0  # static mode, 'layers' compile scope: layers written in call order
 
     def window(self, write_pos: int, visible_len: int) -> "StaticKVCache":
         """Eager mode: write at ``[write_pos, write_pos + q)``, attend to ``[:visible_len]`` (the prefill)."""
@@ -94,17 +103,31 @@ class StaticKVCache:
         return self
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
-        k, v = self.k[layer_idx], self.v[layer_idx]
         if self.positions is None:
+            k, v = self.k[layer_idx], self.v[layer_idx]
             w, q = self.write_pos, key_states.shape[2]
             k[:, :, w:w + q] = key_states
             v[:, :, w:w + q] = value_states
             return k[:, :, : self.visible_len], v[:, :, : self.visible_len]
+        if self.in_order:
+            return self._write_in_order(key_states, value_states)
+        return self._write(key_states, value_states, layer_idx)
+
+    def _write(self, key_states, value_states, layer_idx: int):
+        """Static mode: the keys/values written at ``positions``; every slot of the layer's buffers returned."""
+        k, v = self.k[layer_idx], self.v[layer_idx]
         b, h, q, d = key_states.shape
         idx = self.positions[:, None, :, None].expand(b, h, q, d)
         k.scatter_(2, idx, key_states)
         v.scatter_(2, idx.expand(b, h, q, value_states.shape[-1]), value_states)
         return k, v
+
+    @torch.compiler.disable
+    def _write_in_order(self, key_states, value_states):
+        """The 'layers' compile scope: the write of the next layer in call order (``cursor``), run between the
+        compiled graphs, so that no graph depends on which layer it serves."""
+        i, self.cursor = self.cursor, self.cursor + 1
+        return self._write(key_states, value_states, i)
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.visible_len
@@ -126,10 +149,12 @@ class StaticForwards:
     """The fixed-shape forwards of one model at one batch size over one :class:`StaticKVCache` of capacity
     ``max_len`` (see the module docstring); ``compiled``: each shape's forward compiled by torch.compile first."""
 
-    def __init__(self, model, batch: int, max_len: int, capture: bool | None = None, compiled: bool = False):
+    def __init__(self, model, batch: int, max_len: int, capture: bool | None = None, compiled: bool = False,
+                 compile_scope: str | None = None):
         self.model, self.batch, self.max_len, self.compiled = model, batch, max_len, compiled
         self.device = model.device
         self.capture = self.device.type == "cuda" if capture is None else capture
+        self.compile_scope, self.layers = _scope(model, compile_scope, self.capture) if compiled else (None, None)
         self.cache = StaticKVCache(model, batch, max_len)
         self.cache_kw = cache_kwarg(model)
         self.kv_pos = torch.arange(max_len, device=self.device)
@@ -185,12 +210,33 @@ class StaticForwards:
         return self.model.forward(input_ids=sh.ids, position_ids=sh.pos, use_cache=True, logits_to_keep=sh.keep,
                                   **kw).logits
 
+    def _forward_layers(self, sh: _Shape) -> torch.Tensor:
+        """The forward with each decoder layer's forward compiled (the 'layers' scope): one compiled graph per shape
+        serves every layer, because during the call each layer's ``self_attn.layer_idx`` reads 0 (Dynamo guards on
+        it) and the cache writes the layers in call order between the graphs; both are restored afterwards."""
+        fn = _compiled_layer_forward(type(self.layers[0]))
+        idx = [layer.self_attn.layer_idx for layer in self.layers]
+        self.cache.in_order, self.cache.cursor = True, 0
+        try:
+            for layer in self.layers:
+                layer.forward, layer.self_attn.layer_idx = functools.partial(fn, layer), 0
+            out = StaticForwards._forward(self, sh)
+        finally:
+            self.cache.in_order = False
+            for layer, i in zip(self.layers, idx):
+                layer.__dict__.pop("forward", None)
+                layer.self_attn.layer_idx = i
+        if self.cache.cursor != len(self.layers):
+            raise RuntimeError(f"static decode: {self.cache.cursor} cache writes for {len(self.layers)} layers "
+                               "(a model whose layers do not write the cache once each, in order)")
+        return out
+
     def _compile(self, sh: _Shape) -> None:
         """Compile the shape's forward (one run of the compiled function, which writes the keys/values the real run
         writes); a failure of torch.compile leaves the shape on the plain forward (same result) with a log line."""
         t0 = time.perf_counter()
         try:
-            compiled = _compiled_forward()
+            compiled = _compiled_forward() if self.compile_scope == "model" else StaticForwards._forward_layers
             compiled(self, sh)
             sh.fn = compiled
         except torch.OutOfMemoryError as e:
@@ -238,6 +284,35 @@ class StaticForwards:
         self.capture_time += time.perf_counter() - t0
 
 
+def _scope(model, scope: str | None, capture: bool) -> tuple[str, list | None]:
+    """(compile scope, the decoder layers it compiles one by one or None): ``scope`` (else $FASTDLLM_COMPILE_SCOPE,
+    else 'layers' where graphs are captured and 'model' where not; see the module docstring)."""
+    scope = scope or os.environ.get("FASTDLLM_COMPILE_SCOPE") or ("layers" if capture else "model")
+    if scope not in COMPILE_SCOPES:
+        raise ValueError(f"compile scope {scope!r}: choose from {list(COMPILE_SCOPES)}")
+    if scope == "model":
+        return scope, None
+    inner = getattr(getattr(model, "module", model), "model", None)
+    layers = list(getattr(inner, "layers", None) or [])
+    stock = layers and all(type(x) is type(layers[0]) and "forward" not in x.__dict__
+                           and isinstance(getattr(getattr(x, "self_attn", None), "layer_idx", None), int)
+                           for x in layers)
+    if not stock:
+        log.warning("static decode: no stock decoder layers to compile one by one (model.model.layers, each with "
+                    "self_attn.layer_idx and its own forward); compiling the whole forward")
+        return "model", None
+    return scope, layers
+
+
+@functools.cache
+def _compiled_layer_forward(cls):
+    """``cls.forward`` (a decoder layer class) under torch.compile (static shapes), made once per class."""
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    return torch.compile(cls.forward, dynamic=False)
+
+
 @functools.cache
 def _compiled_forward():
     """``StaticForwards._forward`` under torch.compile (static shapes, Inductor), made once: its compiled graphs
@@ -273,13 +348,21 @@ def capacity(total_len: int, block_size: int) -> int:
     return -(-cap // block_size) * block_size
 
 
+def last_compile_scope(model) -> str:
+    """The compile scope of the compiled path's most recent forwards on ``model`` ('' if none ran): what a
+    benchmark row records (the scope asked for, or 'model' where 'layers' fell back)."""
+    kept = [sf for sf in model.__dict__.get("_fastdllm_static", {}).values() if sf.compiled]
+    return kept[-1].compile_scope if kept else ""
+
+
 def static_forwards(model, batch: int, max_len: int, compiled: bool = False) -> StaticForwards:
     """The :class:`StaticForwards` of ``model`` for ``batch`` rows and capacity ``max_len`` (``compiled``: on the
     compiled path), kept on the model (keyed also by device, dtype and the weights' address: a moved model gets new
     graphs); the :data:`KEPT` most recently used are kept."""
     reg: OrderedDict = model.__dict__.setdefault("_fastdllm_static", OrderedDict())
     first = next(model.parameters())
-    key = (batch, max_len, compiled, str(model.device), str(model.dtype), first.data_ptr())
+    scope = os.environ.get("FASTDLLM_COMPILE_SCOPE") if compiled else None
+    key = (batch, max_len, compiled, scope, str(model.device), str(model.dtype), first.data_ptr())
     sf = reg.pop(key, None)
     if sf is None:
         while len(reg) >= KEPT:

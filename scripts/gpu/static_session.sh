@@ -6,17 +6,19 @@
 # its own time limit; what a step measured before its limit stays (the bench rewrites its CSV after every row).
 #
 #   bash scripts/gpu/make_wheels.sh                   # here, once: .whl/ (transformers etc.; carry it)
-#   bash scripts/gpu/static_session.sh                # there, from the repository root
+#   bash scripts/gpu/static_session.sh                # there, from the repository root (one call, <= 600 s)
 #
 # Writes to $OUT (default results/gpu/static): steps.tsv (step, exit, seconds), log_<step>.txt, env.json,
 # nvidia-smi.txt, pytest_cuda.txt, bandwidth.txt, static_<shape>.csv and compiled_<shape>.csv (+ _roofline.csv),
 # static_real_<shape>.csv.
 # The figure is drawn afterwards from the CSVs (scripts/gpu/plot_static.py; no matplotlib needed there).
 # PACK=<file>: after every step, everything in $OUT packed into that one .tar.gz (for a tool that returns few files).
-# Knobs: BATCHES ("1 4"), BATCHES_LARGE (compiled7's: "1"), FORCED_K (4), N_PROMPTS (4), PROMPT_LEN (128),
-# MAX_NEW (128), REPEATS (2), WARMUP (1), PLAN (step:seconds ...; or the steps as arguments), DEVICE (cuda:0),
+# Knobs: BATCHES ("1 4"), BATCHES_LARGE (compiled7's: "1 4"), FORCED_K (4), N_PROMPTS (4), PROMPT_LEN (128),
+# MAX_NEW (128), REPEATS (2), WARMUP (1), PLAN (step:seconds ...; or the steps as arguments), MAX_S (560: the most
+# the PLAN's limits may add up to, so that the session fits one device call of 600 s), CUDA_TEST_FILES (the static
+# paths' CUDA tests), DEVICE (cuda:0), FASTDLLM_COMPILE_SCOPE (the compiled path's scope; CUDA default 'layers'),
 # SHAPE_SMALL / SHAPE_LARGE (the two shapes; a dry run on a CPU: DEVICE=cpu SHAPE_SMALL=tiny SHAPE_LARGE=tiny
-# bash ... graphs15 real15 compiled7 roofline).
+# MAX_S=9999 bash ... graphs15 real15 compiled7 roofline).
 set -uo pipefail
 
 export OUT=${OUT:-results/gpu/static}
@@ -40,7 +42,10 @@ step_setup() {  # the carried wheels, only what is missing or at another version
 # env (nvidia-smi.txt, env.json), the CUDA tests (pytest_cuda.txt; the static path captured: same tokens as eager,
 # captured once, OOM named) and the copy bandwidth (bandwidth.txt): run_gpu_session.sh's own steps, into $OUT
 step_env() { bash "$HERE/run_gpu_session.sh" env; }
-step_tests() { CUDA_TEST_FILES=${CUDA_TEST_FILES:-tests/test_cuda.py} TESTS_ALL=0 bash "$HERE/run_gpu_session.sh" tests; }
+CUDA_TEST_FILES=${CUDA_TEST_FILES:-"tests/test_cuda.py::test_static_paths_capture_once_and_equal_eager_in_fp32 \
+  tests/test_cuda.py::test_out_of_memory_while_capturing_is_a_named_error"}
+export CUDA_TEST_FILES
+step_tests() { TESTS_ALL=0 bash "$HERE/run_gpu_session.sh" tests; }
 step_bw() { bash "$HERE/run_gpu_session.sh" bw; }
 
 # AR eager (HF generate) and AR on each of PATHS (default: static, captured) against block diffusion eager and on
@@ -67,8 +72,9 @@ bench_compiled() {
   command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null || echo "WARNING: no C compiler on this machine"
   bench_shape "$1" compiled "static compiled"
 }
-# the 7B at batch 1 only by default (its goal; a 28-layer Inductor compile per shape is not measured yet)
-step_compiled7() { BATCHES=${BATCHES_LARGE:-1} bench_compiled "$SHAPE_LARGE"; }
+# the 7B at batch 1 (its goal) and 4; on CUDA each shape compiles the decoder layer once for all 28 layers (compile
+# scope 'layers'): seconds per shape, where the whole forward took 42-62 s per shape on a 2-core CPU (docs/throughput.md)
+step_compiled7() { BATCHES=${BATCHES_LARGE:-"1 4"} bench_compiled "$SHAPE_LARGE"; }
 step_compiled15() { bench_compiled "$SHAPE_SMALL"; }
 
 # real acceptance on random weights (about one token per forward): do the captured forwards give the eager
@@ -106,10 +112,24 @@ step_roofline() {
   done
 }
 
-# default: the compiled path's session (the static path's: PLAN="setup:40 env:15 tests:60 bw:10 graphs15:150
-# graphs7:170 real15:70 roofline:25", run 2026-11-27, results/gpu/static/README.md)
-PLAN=${PLAN:-"setup:40 env:15 tests:90 bw:10 compiled15:200 compiled7:330 roofline:25"}
+# default: the compiled path's session, the 7B's goal first (the static path's: PLAN="setup:40 env:15 tests:60 bw:10
+# graphs15:150 graphs7:170 real15:70 roofline:25", run 2026-11-27 in two calls, results/gpu/static/README.md; its
+# steps took 15, 8, 17, 4, 116, 102 and 55 s)
+PLAN=${PLAN:-"setup:30 env:10 tests:60 bw:10 compiled7:210 compiled15:190 roofline:20"}
 if [ $# -gt 0 ]; then PLAN="$*"; fi
+# the device tool runs one command for at most 600 s: a PLAN whose limits add up to more is refused before any step
+total=0
+for item in $PLAN; do
+  limit=${item##*:}
+  [ "$limit" = "${item%%:*}" ] && limit=600
+  case $limit in ''|*[!0-9]*) echo "static_session.sh: step limit '$item' is not step:seconds" >&2; exit 2 ;; esac
+  total=$((total + limit))
+done
+if [ "$total" -gt "${MAX_S:-560}" ]; then
+  echo "static_session.sh: the PLAN's limits add up to ${total} s, over MAX_S=${MAX_S:-560} s (one device call: 600 s):" \
+    "$PLAN" >&2
+  exit 2
+fi
 printf 'step\texit\tseconds\n' > "$OUT/steps.tsv"
 for item in $PLAN; do
   step=${item%%:*} limit=${item##*:}
