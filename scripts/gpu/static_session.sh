@@ -73,7 +73,8 @@ bench_compiled() {
   bench_shape "$1" compiled "static compiled"
 }
 # the 7B at batch 1 (its goal) and 4; on CUDA each shape compiles the decoder layer once for all 28 layers (compile
-# scope 'layers'): seconds per shape, where the whole forward took 42-62 s per shape on a 2-core CPU (docs/throughput.md)
+# scope 'layers'): seconds per shape, where the whole forward took 42-65 s per shape on a 2-core CPU
+# (docs/throughput.md, "Two compile scopes")
 step_compiled7() { BATCHES=${BATCHES_LARGE:-"1 4"} bench_compiled "$SHAPE_LARGE"; }
 step_compiled15() { bench_compiled "$SHAPE_SMALL"; }
 
@@ -126,8 +127,8 @@ for item in $PLAN; do
   total=$((total + limit))
 done
 if [ "$total" -gt "${MAX_S:-560}" ]; then
-  echo "static_session.sh: the PLAN's limits add up to ${total} s, over MAX_S=${MAX_S:-560} s (one device call: 600 s):" \
-    "$PLAN" >&2
+  echo "static_session.sh: the PLAN's limits add up to ${total} s, over MAX_S=${MAX_S:-560} s" \
+    "(one device call: 600 s): $PLAN" >&2
   exit 2
 fi
 printf 'step\texit\tseconds\n' > "$OUT/steps.tsv"
