@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fastdllm_core.stats import wilson_pct
+from fastdllm_core.intervals import wilson_pct
 
 from .results_io import lookup, measured_on, select
 from .tables import group_decode, seed_mean

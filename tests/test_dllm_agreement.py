@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from dllm_cases import CASES, STANDINS, prompt_ids
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 from fastdllm_core.decoding import mdm_generate
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 from fastdllm_core.modeling import dream, llada
 
 DATA = Path(__file__).parent / "data" / "official_dllm" / "official_outputs.json"

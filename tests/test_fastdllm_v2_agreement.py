@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 from fastdllm_core.decoding import bd_generate, bd_generate_reference
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 from fastdllm_core.rehearsal import write_standin_model
 from fastdllm_v2_cases import BLOCK, CASES, MAX_NEW, STANDIN_SEED, STOP_ID, WEIGHT_STD, prompt_ids, sharpen
 

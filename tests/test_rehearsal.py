@@ -62,7 +62,7 @@ def test_standin_models_are_in_the_formats_users_load(tmp_path):
     from safetensors import safe_open
 
     from fastdllm_core import rehearsal
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     qwen = rehearsal.write_standin_model(tmp_path / "qwen", "qwen2", seed=1)
     cfg = json.loads((qwen / "config.json").read_text())

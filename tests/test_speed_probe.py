@@ -34,7 +34,7 @@ def test_probe_decoder_equals_bd_generate(rule):
     import torch
 
     from fastdllm_core.bench import load_bench_model
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decode_config import DecodeConfig
     from fastdllm_core.decoding import bd_generate
 
     bm = load_bench_model("random:tiny", seed=3)

@@ -41,7 +41,7 @@ def mcnemar_p(b: int, c: int) -> float:
 
 
 def compare(ref: dict[int, bool], other: dict[int, bool]) -> str:
-    from fastdllm_core.stats import wilson
+    from fastdllm_core.intervals import wilson
 
     items = sorted(set(ref) & set(other))
     if not items:
@@ -57,9 +57,9 @@ def compare(ref: dict[int, bool], other: dict[int, bool]) -> str:
 
 
 def evaluate(args) -> None:
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decode_config import DecodeConfig
     from fastdllm_core.evaluation import run_task
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     loaded = load_model(args.model, device="cpu")
     ref = None

@@ -102,7 +102,7 @@ def split_forwards(events, start: int, n_answer: int) -> dict:
 
 
 def bd_row(model, prompts, mask_id, stops, rule, threshold, args) -> dict:
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decode_config import DecodeConfig
 
     cfg = DecodeConfig(block_size=args.block_size, sub_block_size=args.sub_block_size, threshold=threshold,
                        use_sub_block_cache=args.cache, max_new_tokens=args.max_new_tokens,

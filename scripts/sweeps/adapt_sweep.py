@@ -49,7 +49,7 @@ def train_config(args) -> dict:
 def evaluate(model_dir: Path, args, steps: int, wall_train: float) -> list[dict]:
     from fastdllm_core.decoding import DecodeConfig
     from fastdllm_core.evaluation import run_task
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     lm = load_model(str(model_dir), device="cpu", dtype="float32")
     rows = []

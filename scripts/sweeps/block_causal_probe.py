@@ -19,7 +19,7 @@ import torch
 
 from fastdllm_core.synthetic import ARITH_PROMPT
 from fastdllm_core.masks import attention_kwargs, inference_spec
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 
 
 @torch.no_grad()

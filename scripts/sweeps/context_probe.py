@@ -63,7 +63,7 @@ def main(argv=None) -> None:
 
     from fastdllm_core.synthetic import ARITH_PROMPT
     from fastdllm_core.masks import attention_kwargs, inference_spec
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.training.model_init import init_mask_embedding
 
     torch.set_num_threads(args.threads)

@@ -13,7 +13,7 @@ with logged(snakemake):  # noqa: F821
     import eval_point
     import jobs
     import plan_points
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.provenance import write_csv_atomic
 
     sm = snakemake  # noqa: F821

@@ -9,9 +9,9 @@ from _log import logged  # noqa: E402
 with logged(snakemake):  # noqa: F821
     import jobs
     from analysis import paper_cases
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decode_config import DecodeConfig
     from fastdllm_core.decoding import bd_generate
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.provenance import run_metadata, write_csv_atomic
 
     sm = snakemake  # noqa: F821

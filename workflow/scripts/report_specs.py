@@ -11,7 +11,7 @@ from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also 
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
-from fastdllm_core.config import BLOCK_SIZE
+from fastdllm_core.decode_config import BLOCK_SIZE
 
 PAPER_SCALE_NOTE = {
     "tiny": "Embedded default: tiny models trained here on the synthetic suite (synth_arith stands in for GSM8K, "
@@ -172,7 +172,7 @@ def seed_notes(config: dict, models: list[str]) -> list[str]:
             f"(adaptation_seeds: {plan.adaptation_seeds(config)}), each evaluated on the same n items; their ± is a "
             "95% interval for another draw of seeds and items: mean ± t * sqrt(s^2/S + m(1 - m)/n), s^2 the variance "
             "between the seeds' accuracies, m the mean, t Student's 97.5% quantile at the Welch-Satterthwaite degrees "
-            "of freedom (fastdllm_core.stats.seed_interval). Other rows: the Wilson 95% interval over the n items. "
+            "of freedom (fastdllm_core.intervals.seed_interval). Other rows: the Wilson 95% interval over the n items. "
             "A difference is a finding only when the two intervals do not overlap. The decoding sweeps (Tables 3-4, "
             "Figures 4 and 6) use the first seed only."]
 

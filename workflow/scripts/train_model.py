@@ -53,7 +53,7 @@ with logged(snakemake):  # noqa: F821
             final = train_processes(config, run_dir, sm.threads, env=env)
         elif config.train.device != "cpu" and device == "cuda":
             # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
-            # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
+            # train.engine: ddp / fsdp / auto (fastdllm_core.training.parallel)
             final = train_gpus(config, run_dir, env=env)
         else:
             final = train(config, run_dir, progress=True, data_checked=True)
