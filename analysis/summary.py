@@ -1,5 +1,5 @@
 """What a run of the DAG found, as one Markdown page: a pure function of the results CSVs and a spec made from the
-config (``workflow/scripts/report_specs.summary_spec``).
+config (``workflow/lib/report_specs.summary_spec``).
 
 Every number the README quotes about the embedded default comes from this page: the DAG writes it as
 ``results/<scale>/summary.md`` (rule ``summary``), and ``scripts/update_results_doc.py`` copies the page of a clean

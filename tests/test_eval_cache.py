@@ -12,7 +12,7 @@ import pytest
 from fastdllm_core.provenance import config_hash
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
 
 

@@ -17,7 +17,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import plan  # noqa: E402
 import plan_points  # noqa: E402
 import report_inputs  # noqa: E402

@@ -11,7 +11,6 @@ import yaml
 from fastdllm_core.intervals import seed_interval, wilson_pct
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
 import plan_points  # noqa: E402

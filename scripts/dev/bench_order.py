@@ -1,7 +1,7 @@
 """Dev benchmark (not part of the DAG, not a test): does a model's measured speed depend on what the sweep job
 measured before it?  The throughput sweep (workflow/scripts/bench.py) measured each model's rows in one stretch,
 one model after the other, in one process (since then it measures in interleaved rounds, ``bench.rounds``); this
-script measures checkpoints in a given order, one stretch each (``workflow/scripts/bench_run.measure``: the job's
+script measures checkpoints in a given order, one stretch each (``workflow/lib/bench_run.measure``: the job's
 bench settings, one torch thread) and prints each row's time.
 
     python scripts/dev/bench_order.py --prompts-path results/tiny/data/synthetic/arith_test.jsonl \

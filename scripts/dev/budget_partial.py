@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
-import budget_study  # noqa: E402
+import plan_budget  # noqa: E402
 import plan  # noqa: E402
 
 from analysis import budget_study as analysis  # noqa: E402
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["models"] = plan.expand_seeds(config)["models"]
     run = args.results / config["scale"] / "budget_study"
-    snaps = budget_study.snapshots(config)
+    snaps = plan_budget.snapshots(config)
     done = [s for s in snaps if all((run / f).is_file() for f in (f"points/{s}.accuracy.csv", f"metrics/{s}.csv"))]
     timed = [s for s in done if (run / f"points/{s}.speed.csv").is_file()]
     missing = [s for s in snaps if s not in done]
@@ -45,8 +45,8 @@ def main(argv=None) -> int:
     speed = load_csvs([run / f"points/{s}.speed.csv" for s in timed])
     metrics = load_csvs([run / f"metrics/{s}.csv" for s in done])
     ar = load_csv(args.results / config["scale"] / "accuracy" / f"{plan.role(config, 'speed_ar')}.csv")
-    columns = budget_study.report_columns(config)
-    summary = analysis.summarize(acc, speed, metrics, ar, columns, budget_study.report_points(config))
+    columns = plan_budget.report_columns(config)
+    summary = analysis.summarize(acc, speed, metrics, ar, columns, plan_budget.report_points(config))
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(args.out / "budget_study.csv", summary.to_dict("records"))
     for name, frame in (("accuracy", acc), ("speed", speed), ("metrics", metrics)):
