@@ -1,5 +1,5 @@
 """The masked-diffusion samplers agree token for token with the official implementations (stored outputs of
-``scripts/dev/official_dllm_outputs.py``: ML-GSAI/LLaDA b7e6c35, NVlabs/Fast-dLLM 24cc59e, transformers 4.49.0,
+``scripts/reference/official_dllm_outputs.py``: ML-GSAI/LLaDA b7e6c35, NVlabs/Fast-dLLM 24cc59e, transformers 4.49.0,
 float64) on the same seeded stand-ins loaded through the project's loader."""
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the run's token store, both read it through memory maps; then a resume, which re
 the packing of the previous code path (every row and sequence in Python lists: ``build_dataset``) in one process.
 Every phase runs in a fresh process and reports its own ``ru_maxrss``.
 
-    python scripts/dev/data_memory.py --tokens 1e7 4e7 --out results/cluster/data_memory.csv
+    python scripts/cluster/data_memory.py --tokens 1e7 4e7 --out results/cluster/data_memory.csv
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Write the official Fast-dLLM v2 ``batch_sample`` outputs on the project's Fast_dLLM_Qwen stand-in as test data.
 
-    python scripts/dev/official_fastdllm_v2_outputs.py --fastdllm-repo DIR [--out tests/data/official_dllm]
+    python scripts/reference/official_fastdllm_v2_outputs.py --fastdllm-repo DIR [--out tests/data/official_dllm]
 
 ``--fastdllm-repo``: a clone (or bare git directory) of NVlabs/Fast-dLLM, or of a fork, that holds commit
 :data:`FASTDLLM_V2_COMMIT`; ``v2/generation_functions.py`` is read at that commit (``git show``) into a temporary
@@ -163,7 +163,7 @@ def main(argv=None) -> None:
     if args.only:
         return
     data = {"about": "token ids of the official Fast-dLLM v2 batch_sample decode loop on the Fast_dLLM_Qwen "
-                     "stand-in (float64; scripts/dev/official_fastdllm_v2_outputs.py); tokens: generated ids up "
+                     "stand-in (float64; scripts/reference/official_fastdllm_v2_outputs.py); tokens: generated ids up "
                      "to and including the first stop id",
             "commit": FASTDLLM_V2_COMMIT, "source": SOURCE, "stop_id": STOP_ID, "max_new_tokens": MAX_NEW,
             "standin_seed": STANDIN_SEED, "weight_std": WEIGHT_STD,
