@@ -5,7 +5,7 @@ point), their batch-1 speed rows (the snapshot and the AR base timed in one job)
 base's own accuracy rows.  Output: one long summary (:func:`summarize`, a row per model, lever, budget, quantity
 and column), its Markdown table and a four-panel figure against adaptation tokens per parameter.
 
-Intervals follow the tables' conventions: a column over seeds is :func:`fastdllm_core.stats.seed_interval`, the
+Intervals follow the tables' conventions: a column over seeds is :func:`fastdllm_core.intervals.seed_interval`, the
 average over columns has the half-widths added in quadrature over the number of columns, and a difference is
 "within noise" when the two intervals overlap.
 """
@@ -15,7 +15,7 @@ import math
 
 import pandas as pd
 
-from fastdllm_core.stats import intervals_overlap, seed_interval, wilson_pct
+from fastdllm_core.intervals import intervals_overlap, seed_interval, wilson_pct
 
 # the paper's adaptation tokens (appendix: 6,000 x 524,288 and 2,500 x 524,288) over Qwen2.5's parameter counts
 # (1.54B and 7.61B, Qwen2.5's model cards, not the paper): the paper's tokens per parameter

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fastdllm_core.config import SLUG_FIELDS, TRUE_WORDS
-from fastdllm_core.stats import finite_float
+from fastdllm_core.decode_config import SLUG_FIELDS, TRUE_WORDS
+from fastdllm_core.intervals import finite_float
 
 DECODE_KEYS = SLUG_FIELDS  # the decoding columns of a bd row (DecodeConfig.point_fields)
 BOOL_KEYS = ("use_sub_block_cache", "logits_eos_inf", "confidence_eos_eot_inf")
@@ -53,7 +53,7 @@ def load_throughput(path) -> pd.DataFrame:
 
 
 def to_bool(v) -> bool:
-    """A CSV cell as a boolean, leniently: a word of :data:`~fastdllm_core.config.TRUE_WORDS` is True, any other
+    """A CSV cell as a boolean, leniently: a word of :data:`~fastdllm_core.decode_config.TRUE_WORDS` is True, any other
     string, an empty cell or NaN False."""
     if isinstance(v, str):
         return v.strip().lower() in TRUE_WORDS

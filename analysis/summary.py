@@ -1,5 +1,5 @@
 """What a run of the DAG found, as one Markdown page: a pure function of the results CSVs and a spec made from the
-config (``workflow/scripts/report_specs.summary_spec``).
+config (``workflow/lib/report_specs.summary_spec``).
 
 Every number the README quotes about the embedded default comes from this page: the DAG writes it as
 ``results/<scale>/summary.md`` (rule ``summary``), and ``scripts/update_results_doc.py`` copies the page of a clean
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fastdllm_core.stats import wilson_pct
+from fastdllm_core.intervals import wilson_pct
 
 from .results_io import lookup, measured_on, select
 from .tables import group_decode, seed_mean

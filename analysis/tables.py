@@ -202,7 +202,7 @@ def _average_cell(t: Table, c: dict, columns: list[dict], repro: dict, intervals
 def _measured_cell(t: Table, c: dict, g: dict, acc: pd.DataFrame, intervals: dict):
     """(value, cell text ``value ± half-width``, comparable) of a measured column: one model's measurement with
     its Wilson interval, or for a group with ``members`` (a model's seed replicates) the mean over them with
-    :func:`fastdllm_core.stats.seed_interval` (items' and seeds' variance)."""
+    :func:`fastdllm_core.intervals.seed_interval` (items' and seeds' variance)."""
     members, decode = g.get("members") or [g["model"]], group_decode(g, c["task"])
     if len(members) == 1:
         sel = dict(model=members[0], task=c["task"], metric=c["metric"])
@@ -226,7 +226,7 @@ def group_decode(g: dict, task: str) -> dict | None:
 def seed_mean(acc: pd.DataFrame, members: list[str], task: str, metric: str, decode: dict | None):
     """``(mean, low, high, why)`` of a metric over the seed replicates ``members`` (all measured on the same items);
     ``why`` names the first replicate without a measurement (the others are then not averaged)."""
-    from fastdllm_core.stats import seed_interval
+    from fastdllm_core.intervals import seed_interval
 
     values, ns = [], set()
     for m in members:

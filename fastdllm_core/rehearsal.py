@@ -11,7 +11,7 @@ import json
 import random
 from pathlib import Path
 
-from .config import BLOCK_SIZE
+from .decode_config import BLOCK_SIZE
 
 FORMATS = ("qwen2", "fast_dllm", "llada", "dream")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from .config import BLOCK_SIZE
+from .decode_config import BLOCK_SIZE
 from .vocab import CHARS, SPECIAL_TOKENS
 
 # Qwen2.5's ChatML turn format, without Qwen's default system prompt (it would cost a character-level model

@@ -1,4 +1,4 @@
-"""Token strings shared by the model loader (:mod:`fastdllm_core.model`), the tiny tokenizers
+"""Token strings shared by the model loader (:mod:`fastdllm_core.loading`), the tiny tokenizers
 (:mod:`fastdllm_core.tiny`) and the stand-in checkpoint writers (:mod:`fastdllm_core.modeling.standin`).
 
 A leaf module (it imports nothing of the package), so that those can share them without importing each other.

@@ -35,7 +35,7 @@ def tiny_eval_setup(tmp_path_factory, name: str, n_eval: int):
     """(loaded tiny checkpoint, synthetic suite with ``n_eval`` test items per task, their directory): what the
     evaluation tests run on (tests/test_eval_e2e.py, tests/test_eval_shards.py)."""
     from fastdllm_core import synthetic
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.tiny import write_tiny_checkpoint
 
     root = tmp_path_factory.mktemp(name)
@@ -46,8 +46,8 @@ def tiny_eval_setup(tmp_path_factory, name: str, n_eval: int):
 
 @pytest.fixture(scope="session")
 def tiny_bench_inputs(tmp_path_factory):
-    """(a tiny checkpoint, a synth_arith test file of 4 items): what the throughput-measuring scripts' tests run on
-    (tests/test_speed_probe.py, tests/test_bench_rounds.py); read only."""
+    """(a tiny checkpoint, a synth_arith test file of 4 items): what the sweep job's test runs on
+    (tests/test_bench_rounds.py); read only."""
     from fastdllm_core import synthetic
     from fastdllm_core.tiny import write_tiny_checkpoint
 

@@ -1,8 +1,8 @@
-"""The agreement cases, shared by ``scripts/dev/official_dllm_outputs.py`` (which runs the official code on them) and
-``tests/test_dllm_agreement.py`` (which runs the project's loader and samplers on the same stand-ins).
+"""The agreement cases, shared by ``scripts/reference/official_dllm_outputs.py`` (which runs the official code on
+them) and ``tests/test_dllm_agreement.py`` (which runs the project's loader and samplers on the same stand-ins).
 
 Each sampler case names a stand-in, the official function and its keyword arguments (``params``), and the
-project's mode and :class:`~fastdllm_core.config.DecodeConfig` fields (``ours``) that mirror it.  Prompts are
+project's mode and :class:`~fastdllm_core.decode_config.DecodeConfig` fields (``ours``) that mirror it.  Prompts are
 seeded token ids above the stand-ins' special tokens."""
 from __future__ import annotations
 

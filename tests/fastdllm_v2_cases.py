@@ -1,6 +1,6 @@
 """The EOS-rule agreement cases of the block-diffusion decoder, shared by
-``scripts/dev/official_fastdllm_v2_outputs.py`` (which runs the official Fast-dLLM v2 ``batch_sample`` on them) and
-``tests/test_fastdllm_v2_agreement.py`` (which runs the project's decoder on the same stand-in).
+``scripts/reference/official_fastdllm_v2_outputs.py`` (which runs the official Fast-dLLM v2 ``batch_sample`` on them)
+and ``tests/test_fastdllm_v2_agreement.py`` (which runs the project's decoder on the same stand-in).
 
 The stand-in is the released-format Fast_dLLM_Qwen checkpoint of :func:`fastdllm_core.rehearsal.write_standin_model`
 (seed ``STANDIN_SEED``), loaded in float64, with every weight matrix redrawn from a seeded normal(0, ``WEIGHT_STD``)

@@ -1,4 +1,4 @@
-"""The sweep job's interleaved rounds (workflow/scripts/bench_run.measure_rounds, ``bench.rounds``): every model's
+"""The sweep job's interleaved rounds (workflow/lib/bench_run.measure_rounds, ``bench.rounds``): every model's
 runs measured in each round, the order reversed every other round, each run's fastest round kept; and rule bench's
 script (workflow/scripts/bench.py) measuring two tiny checkpoints that way, an unloadable model's n/a rows in
 their place."""
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "workflow" / "scripts"), str(ROOT / "workflow" / "lib")]
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import bench_run  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The budget study (workflow/lib/budget_study.py, rule budget_study): its plan from the config, the named errors
+"""The budget study (workflow/lib/plan_budget.py, rule budget_study): its plan from the config, the named errors
 before any training, the snapshot of a longer run equal to the shorter run, and the summary's gaps and verdicts.
 The study's rules run end to end in tests/test_workflow.py::test_end_to_end_ci_config."""
 import csv
@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import budget_study  # noqa: E402
 import plan  # noqa: E402
+import plan_budget  # noqa: E402
 
 from analysis import budget_study as analysis  # noqa: E402
 
@@ -29,26 +29,26 @@ def default_config():
 
 def test_default_study_plan():
     c = default_config()
-    budget_study.check(c)
-    chains = budget_study.chains(c)
+    plan_budget.check(c)
+    chains = plan_budget.chains(c)
     # every budget at seed 0, the lever, then the endpoints' other seeds (the order they run in)
     assert list(chains) == ["bd_pad_cm.s0", "ntp.s0", "bd_pad_cm.lr-2e-05.s0", "bd_pad_cm.s1", "ntp.s1",
                             "bd_pad_cm.s2", "ntp.s2"]
-    snaps = budget_study.snapshots(c)
+    snaps = plan_budget.snapshots(c)
     assert [(s["budget"], s["steps"], s["tokens"]) for k, s in snaps.items() if s["chain"] == "bd_pad_cm.s0"] == [
         (1, 200, 204_800), (4, 800, 819_200), (16, 3200, 3_276_800)]
     assert snaps["bd_pad_cm.s0.x16"]["previous"] == "bd_pad_cm.s0.x4"
     assert [s["budget"] for s in snaps.values() if s["chain"] == "ntp.s2"] == [1, 16]
-    cfg = budget_study.train_config(c, chains["bd_pad_cm.lr-2e-05.s0"], ["adapt.jsonl"])
+    cfg = plan_budget.train_config(c, chains["bd_pad_cm.lr-2e-05.s0"], ["adapt.jsonl"])
     assert cfg["optim"]["lr"] == 2e-5 and cfg["optim"]["max_steps"] == 3200 and cfg["train"]["seed"] == 0
     assert cfg["data"]["train_files"] == ["adapt.jsonl"] and cfg["recipe"] == "bd_pad_cm"
-    assert budget_study.train_config(c, chains["ntp.s2"], [])["train"]["seed"] == 2
-    assert budget_study.snapshots(c, chains) == snaps and budget_study.priority(chains, snaps["ntp.s2.x1"]) == 1
+    assert plan_budget.train_config(c, chains["ntp.s2"], [])["train"]["seed"] == 2
+    assert plan_budget.snapshots(c, chains) == snaps and plan_budget.priority(chains, snaps["ntp.s2.x1"]) == 1
     # a chain's estimate at its largest budget's tokens, its job's runtime twice that (+ 10 min), per attempt
     est = 3_276_800 / c["budget_study"]["train_rate"]["bd_pad_cm"] / 60
-    assert budget_study.estimate_minutes(c, chains["bd_pad_cm.s0"]) == pytest.approx(est)
-    assert budget_study.runtime_minutes(c, chains["bd_pad_cm.s0"], 2) == 2 * math.ceil(2 * est + 10)
-    assert "levers: lr = 2e-05" in budget_study.describe(c) and "budgets 1x, 4x, 16x" in budget_study.describe(c)
+    assert plan_budget.estimate_minutes(c, chains["bd_pad_cm.s0"]) == pytest.approx(est)
+    assert plan_budget.runtime_minutes(c, chains["bd_pad_cm.s0"], 2) == 2 * math.ceil(2 * est + 10)
+    assert "levers: lr = 2e-05" in plan_budget.describe(c) and "budgets 1x, 4x, 16x" in plan_budget.describe(c)
     # the largest budget passes the paper 1.5B's tokens per parameter (0.89M parameters: 3.7 against 2.05)
     assert 3_276_800 / 0.89e6 > analysis.PAPER_RATIOS["paper 1.5B"]
 
@@ -56,7 +56,7 @@ def test_default_study_plan():
 def test_a_batch_lever_keeps_the_tokens_and_changes_the_steps():
     c = default_config()
     c["budget_study"]["levers"] = [{"name": "batch_size", "value": 16}]
-    snaps = budget_study.snapshots(c)
+    snaps = plan_budget.snapshots(c)
     lever = {k: s for k, s in snaps.items() if "batch_size" in k}
     assert [(s["steps"], s["tokens"]) for s in lever.values()] == [(50, 204_800), (200, 819_200), (800, 3_276_800)]
 
@@ -73,7 +73,7 @@ def test_bad_study_is_refused_naming_the_value(change, words):
     c = default_config()
     change(c["budget_study"])
     with pytest.raises(ValueError) as e:
-        budget_study.check(c)
+        plan_budget.check(c)
     for w in words:
         assert w in str(e.value)
 
@@ -82,7 +82,7 @@ def test_a_decaying_schedule_is_refused():
     c = default_config()
     c["training"]["optim"]["schedule"] = "cosine"
     with pytest.raises(ValueError, match="constant learning rate"):
-        budget_study.check(c)
+        plan_budget.check(c)
 
 
 def test_an_unknown_lever_stops_the_dag_at_parse_time(tmp_path):

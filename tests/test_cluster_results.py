@@ -3,20 +3,20 @@ their READMEs say is what their sacct output, checks and metrics hold."""
 from __future__ import annotations
 
 import csv
-import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "results" / "cluster"
-_spec = importlib.util.spec_from_file_location("slurm_scenarios", ROOT / "scripts/dev/slurm_scenarios.py")
-scen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(scen)
 
 
 def test_time_limit_run_stopped_once_and_the_retry_finished_it():
     d = CLUSTER / "slurm_timelimit"
-    jobs, problems = scen.job_problems((d / "timelimit_sacct.txt").read_text(), "bd_pad_1.5b")
-    assert problems == [] and [j[1] for j in jobs] == ["FAILED", "COMPLETED"] and jobs[0][3] == "00:02:00"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "cluster" / "slurm_scenarios.py"), "timelimit-jobs",
+                        "bd_pad_1.5b", str(d / "timelimit_sacct.txt")], capture_output=True, text=True)
+    jobs = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("  ")]
+    assert r.returncode == 0 and [j[1] for j in jobs] == ["FAILED", "COMPLETED"] and jobs[0][3] == "00:02:00"
     check = (d / "timelimit_check.txt").read_text()
     assert "losses equal the uninterrupted run's at all 1660 steps" in check
     assert "final weights equal the uninterrupted run's" in check and check.rstrip().endswith(

@@ -17,7 +17,6 @@ from fastdllm_core.training import loop
 from fastdllm_core.training.config import DEFAULTS, TrainConfig, UnknownKey, check_keys, merge_config
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan_checks  # noqa: E402
 

@@ -20,7 +20,7 @@ def small(tmp_path_factory):
     """A tiny checkpoint whose context (max_position_embeddings) is 96 tokens."""
     ck = write_tiny_checkpoint(tmp_path_factory.mktemp("ctx") / "ck", tiny_qwen2_config(max_position_embeddings=CTX),
                                seed=1)
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     return str(ck), load_model(str(ck))
 

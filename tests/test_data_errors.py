@@ -20,7 +20,7 @@ def _no_model_load(monkeypatch):
         raise AssertionError("the model was loaded before the data was checked")
 
     import fastdllm_core.evaluation.runner as runner
-    import fastdllm_core.model as model
+    import fastdllm_core.loading as model
     import fastdllm_core.training.loop as loop
 
     monkeypatch.setattr(runner, "load_model", boom)

@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from fastdllm_core.config import (AR_SLUG, BLOCK_SIZE, MODE_FIELDS, ROW_DECODE_COLUMNS, SLUG_FIELDS, DecodeConfig,
-                                  parse_bool)
+from fastdllm_core.decode_config import (AR_SLUG, BLOCK_SIZE, MODE_FIELDS, ROW_DECODE_COLUMNS, SLUG_FIELDS,
+                                         DecodeConfig, parse_bool)
 
 # every field set to a value other than its default
 VARIED = dict(block_size=16, sub_block_size=4, threshold=0.75, use_sub_block_cache=True, eos_rule="stop",

@@ -1,5 +1,5 @@
 """The masked-diffusion samplers agree token for token with the official implementations (stored outputs of
-``scripts/dev/official_dllm_outputs.py``: ML-GSAI/LLaDA b7e6c35, NVlabs/Fast-dLLM 24cc59e, transformers 4.49.0,
+``scripts/reference/official_dllm_outputs.py``: ML-GSAI/LLaDA b7e6c35, NVlabs/Fast-dLLM 24cc59e, transformers 4.49.0,
 float64) on the same seeded stand-ins loaded through the project's loader."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from dllm_cases import CASES, STANDINS, prompt_ids
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 from fastdllm_core.decoding import mdm_generate
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 from fastdllm_core.modeling import dream, llada
 
 DATA = Path(__file__).parent / "data" / "official_dllm" / "official_outputs.json"

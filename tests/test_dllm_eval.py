@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from fastdllm_core import synthetic
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 from fastdllm_core.evaluation import run_task
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 from fastdllm_core.modeling import dream, llada
 
 
@@ -68,7 +68,7 @@ def test_multiple_choice_by_monte_carlo_likelihood(setup, tmp_path, family, mode
 def test_llada_one_token_likelihood_is_exact_and_dream_is_seeded(setup):
     """LLaDA's estimator masks k ~ U{1..len} continuation tokens: for one token (MMLU's letters) a single sample is
     log p(token | context, [MASK]) exactly, which is why the published MMLU setting uses mc_num=1."""
-    from fastdllm_core.decoding.mdm import full_attention_kwargs
+    from fastdllm_core.decoding.mdm_common import full_attention_kwargs
     from fastdllm_core.evaluation.lm_model import FastDLLMv2
 
     models, _, _ = setup

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from dllm_cases import LOGIT_CASES, STANDINS, prompt_ids
-from fastdllm_core.decoding.mdm import full_attention_kwargs
-from fastdllm_core.model import load_model
+from fastdllm_core.decoding.mdm_common import full_attention_kwargs
+from fastdllm_core.loading import load_model
 from fastdllm_core.modeling import FAMILIES, dream, llada, release_of
 from fastdllm_core.modeling.llada import UnsupportedCheckpoint
 

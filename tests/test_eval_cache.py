@@ -12,7 +12,7 @@ import pytest
 from fastdllm_core.provenance import config_hash
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
 
 
@@ -110,7 +110,7 @@ def _run_evaluate(tmp_path, data_path, monkeypatch, measured):
     import fastdllm_core.evaluation as ev
     import fastdllm_core.evaluation.lm_model  # noqa: F401 - imported before the patch below, which would otherwise
     import fastdllm_core.evaluation.runner  # noqa: F401 - stay bound in their namespaces for later tests
-    import fastdllm_core.model as fm
+    import fastdllm_core.loading as fm
     from fastdllm_core.evaluation import TaskUnavailable
 
     ran = []

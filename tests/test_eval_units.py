@@ -114,7 +114,7 @@ def test_hub_tasks_offline_unavailable(tmp_path):
 # ------------------------------------------------------------------------------------------------ loglikelihood
 @pytest.fixture(scope="module")
 def tiny_loaded(tmp_path_factory):
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.tiny import write_tiny_checkpoint
 
     d = write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "ck", seed=1)

@@ -1,7 +1,7 @@
 """The block-diffusion decoder's EOS rule against the official Fast-dLLM v2 ``batch_sample``.
 
 Stored data: ``tests/data/official_dllm/official_fastdllm_v2.json``, written by
-``scripts/dev/official_fastdllm_v2_outputs.py`` (the official decode loop of NVlabs/Fast-dLLM af42f51,
+``scripts/reference/official_fastdllm_v2_outputs.py`` (the official decode loop of NVlabs/Fast-dLLM af42f51,
 ``v2/generation_functions.py``, on the sharpened Fast_dLLM_Qwen stand-in of ``tests/fastdllm_v2_cases.py``,
 float64, greedy, no sub-block cache).
 
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 from fastdllm_core.decoding import bd_generate, bd_generate_reference
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 from fastdllm_core.rehearsal import write_standin_model
 from fastdllm_v2_cases import BLOCK, CASES, MAX_NEW, STANDIN_SEED, STOP_ID, WEIGHT_STD, prompt_ids, sharpen
 

@@ -7,7 +7,7 @@ import pytest
 
 from fastdllm_core.cli import generate as generate_cli
 from fastdllm_core.decoding import bd_generate
-from fastdllm_core.model import load_model
+from fastdllm_core.loading import load_model
 from fastdllm_core.tiny import write_tiny_checkpoint
 
 

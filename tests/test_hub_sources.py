@@ -94,7 +94,7 @@ def test_hub_refusals_name_the_repository_and_the_fix(cls, status, why):
 
 
 def test_load_model_names_a_gated_model(monkeypatch):
-    from fastdllm_core import model as model_mod
+    from fastdllm_core import loading as model_mod
 
     def gated(*a, **k):
         raise OSError(f"Cannot access gated repo {LLAMA}") from _http(GatedRepoError, 403, LLAMA)
@@ -108,7 +108,7 @@ def test_load_model_names_a_gated_model(monkeypatch):
 def test_gated_model_of_a_sweep_becomes_na_rows(monkeypatch):
     """bench.py's per-model step: a loader raising GatedRepoError gives n/a rows with the reason; a loadable
     model is returned as is."""
-    from fastdllm_core import model as model_mod
+    from fastdllm_core import loading as model_mod
     from fastdllm_core.bench import load_bench_model
 
     monkeypatch.setattr(model_mod, "_source_config",

@@ -1,6 +1,6 @@
 """Multiple choice as stated (issue 39, item 6): under the chat template lm-eval's continuation is the bare option
 and the context ends with the assistant turn's line break.  The break stays in the context
-(fastdllm_core.evaluation.common.encode_pair), so an MMLU letter is one token and the four options of a question
+(fastdllm_core.evaluation.task_common.encode_pair), so an MMLU letter is one token and the four options of a question
 share one forward (block diffusion, exact masked-diffusion likelihood); GPQA's "(A)" keeps its own two tokens.
 With the real Qwen2.5 tokenizer (../shared/tools/get-qwen2.5-coder-0.5b) where present, and always with the
 embedded default's tokenizer."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fastdllm_core.evaluation.common import encode_pair
+from fastdllm_core.evaluation.task_common import encode_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 GGUF = Path(os.environ.get("FASTDLLM_QWEN_GGUF", Path.home() / ".cache/fastdllm/models/qwen2.5-coder-0.5b-instruct.gguf"))
@@ -73,7 +73,7 @@ def _requests(tok, n_questions: int = 2):
 def test_the_options_of_a_question_share_one_forward_through_lm_eval(tmp_path, family):
     """lm-eval's loglikelihood path (strings in, chat template on): 4 one-token options, one forward a question."""
     from fastdllm_core.evaluation.lm_model import FastDLLMv2
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     if family == "bd":
         model = load_model(str(ROOT / "results" / "released" / "tiny_ar_base"))

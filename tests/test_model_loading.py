@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from fastdllm_core.model import ensure_mask_token, load_model
+from fastdllm_core.loading import ensure_mask_token, load_model
 from fastdllm_core.tiny import tiny_qwen2_config, write_tiny_checkpoint
 
 
@@ -60,7 +60,7 @@ def test_missing_source():
 
 
 def test_unknown_dtype():
-    from fastdllm_core.model import resolve_dtype
+    from fastdllm_core.loading import resolve_dtype
 
     with pytest.raises(ValueError, match="unknown dtype 'fp7'"):
         resolve_dtype("fp7", "cpu")

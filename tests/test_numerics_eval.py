@@ -6,7 +6,7 @@ trained on the synthetic suite's pretraining text) and [MASK] row zeroed; the fi
 its strict comparison matter) and the ``<|im_end|>`` embedding row by 2 (rows stop at different lengths, so EOS
 handling matters).  Both factors are powers of two (exact); float64 keeps greedy choices clear of rounding
 differences between machines.  Saved with
-``save_pretrained`` and loaded by ``fastdllm_core.model.load_model`` as the DAG loads a trained model.
+``save_pretrained`` and loaded by ``fastdllm_core.loading.load_model`` as the DAG loads a trained model.
 
 Pinned exactly: the checkpoint (tokenizer, weights), the prompts' token ids, the greedy token ids of AR
 (``ar_generate``) and block diffusion (``bd_generate``: block 32, sub-block 8, threshold 1.0 and 0.9, with and
@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import numerics_check as nc
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 
 STORE = "eval"
 SUITE = {"seed": 0, "n_eval": 16, "n_pretrain": 6, "n_sft": 0, "n_adapt": 0}  # synthetic.write_suite
@@ -57,7 +57,7 @@ pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and dat
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from fastdllm_core.model import ensure_mask_token, load_model
+    from fastdllm_core.loading import ensure_mask_token, load_model
     from fastdllm_core.synthetic import write_suite
     from fastdllm_core.tiny import bpe_tokenizer, tiny_model, tiny_qwen2_config
     from fastdllm_core.training import data as data_mod

@@ -227,7 +227,7 @@ def test_two_processes_follow_the_single_process(chain, tmp_path):
     final = launch.train_processes(chain.config("ar_pretrain"), tmp_path / "ddp", 2)
     rows = read_metrics(tmp_path / "ddp")
     assert {r["world_size"] for r in csv.DictReader(open(tmp_path / "ddp" / "metrics.csv"))} == {"2"}
-    from fastdllm_core.model import _load_tokenizer
+    from fastdllm_core.loading import _load_tokenizer
 
     ddp = {"tokenizer": nc.tokenizer_fingerprint(_load_tokenizer(str(final), None, {"local_files_only": True})),
            "steps": {f"step {r['step']}": {k: r[k] for k in METRIC_KEYS} for r in rows},

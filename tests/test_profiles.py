@@ -1,9 +1,11 @@
 """Snakemake profiles: the paper config's one-GPU command limits the model jobs to one GPU at a time (issue 24)."""
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "lib"))
 import plan  # noqa: E402
@@ -41,8 +43,6 @@ def _paper_config():
 
 
 def _profile(name):
-    import yaml
-
     return yaml.safe_load((ROOT / "profiles" / name / "config.yaml").read_text())
 
 
@@ -84,7 +84,7 @@ def test_shard_budget_fits_the_profiles_evaluation_runtime(profile, configs):
 
 
 def test_rehearsal_profile_is_the_slurm_profile_without_gpus():
-    """profiles/slurm-rehearsal (scripts/dev/slurm_rehearsal.sh: a one-node SLURM cluster, 2 CPUs, no GPU)."""
+    """profiles/slurm-rehearsal (scripts/cluster/slurm_rehearsal.sh: a one-node SLURM cluster, 2 CPUs, no GPU)."""
     slurm, rehearsal = _profile("slurm"), _profile("slurm-rehearsal")
     assert rehearsal["executor"] == slurm["executor"]
     assert set(rehearsal["set-resources"]) == set(slurm["set-resources"])
@@ -121,7 +121,7 @@ def _sbatch(resources, threads=1):
 
 def test_slurm_profile_sbatch_flags():
     """The flags snakemake-executor-plugin-slurm builds from profiles/slurm (units: mem_mb MB, runtime minutes);
-    scripts/dev/slurm_rehearsal.sh checks the same calls against a real slurmctld with sbatch --test-only."""
+    scripts/cluster/slurm_rehearsal.sh checks the same calls against a real slurmctld with sbatch --test-only."""
     prof = _profile("slurm")
     paper = _paper_config()  # train_model's nodes and runtime: the rule's, from training_plan
     rule = {"nodes": plan.train_nodes(paper), "runtime": plan.train_runtime(paper, attempt=2), "tasks": 0}
@@ -155,7 +155,7 @@ def test_slurm_profile_sbatch_flags():
     # for a GPU job), a CPU per training process
     assert "--gpus" not in rtrain and "--ntasks=1" in rtrain
     assert "--nodes=1" in rtrain and "--cpus-per-task=2" in rtrain and "-t 1440" in rtrain
-    # two nodes (scripts/dev/slurm_rehearsal.sh REHEARSAL_NODES=2): a task on each, else SLURM cuts the nodes to 1
+    # two nodes (scripts/cluster/slurm_rehearsal.sh REHEARSAL_NODES=2): a task on each, else SLURM cuts the nodes to 1
     r2 = _sbatch({**rehearsal["default-resources"], **rrule, "nodes": 2, "tasks": 2,
                   **rehearsal["set-resources"]["train_model"]})
     assert "--nodes=2" in r2 and "--ntasks=2" in r2 and "--cpus-per-task=2" in r2
@@ -203,18 +203,18 @@ def test_default_local_run_gets_the_workflow_profile(monkeypatch):
 
 
 def test_profile_settings_helper_reports_what_snakemake_resolves(monkeypatch):
-    """scripts/dev/profile_settings.py (evidence/profile_settings.txt of scripts/dev/slurm_rehearsal.sh): the same
-    values as parse_args, the resources as the profiles write them."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.syspath_prepend(str(ROOT / "scripts" / "dev"))
-    import profile_settings
-
-    for name in ("slurm", "slurm-rehearsal"):
-        got = profile_settings.resolved(f"profiles/{name}")
+    """scripts/cluster/profile_settings.py, run as scripts/cluster/slurm_rehearsal.sh runs it (its
+    evidence/profile_settings.txt): the same values as parse_args, the resources as the profiles write them."""
+    script = [sys.executable, str(ROOT / "scripts" / "cluster" / "profile_settings.py")]
+    r = subprocess.run(script + ["profiles/slurm", "profiles/slurm-rehearsal"], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    docs = list(yaml.safe_load_all(r.stdout))
+    for name, got in zip(("slurm", "slurm-rehearsal"), docs, strict=True):
         args = _resolved(monkeypatch, "--profile", f"profiles/{name}")
         assert (got["executor"], got["jobs"], got["retries"]) == (args.executor, args.jobs, args.retries)
         prof = _profile(name)
         assert got["set-resources"] == prof["set-resources"], name
         assert {k: got["default-resources"][k] for k in prof["default-resources"]} == prof["default-resources"]
-    with pytest.raises(SystemExit, match="profiles/nope"):
-        profile_settings.resolved("profiles/nope")
+    r = subprocess.run(script + ["profiles/nope"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 1 and "profile 'profiles/nope': no profiles/nope/config.yaml" in r.stderr

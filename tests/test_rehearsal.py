@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
 from analysis.results_io import load_csv  # noqa: E402
@@ -62,7 +61,7 @@ def test_standin_models_are_in_the_formats_users_load(tmp_path):
     from safetensors import safe_open
 
     from fastdllm_core import rehearsal
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     qwen = rehearsal.write_standin_model(tmp_path / "qwen", "qwen2", seed=1)
     cfg = json.loads((qwen / "config.json").read_text())
@@ -196,17 +195,14 @@ def test_tables_say_when_cells_rest_on_eval_limit_items():
 
 
 def test_bench_job_threads_are_declared_and_bounded():
-    """(6d) The bench job asks for bench.job_threads cores, not workflow.cores (under SLURM: the submit host's)."""
-    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
-    import joblist
-
+    """(6d) The bench job asks for bench.job_threads cores, not workflow.cores (under SLURM: the submit host's): the
+    DAG's job list (scripts/maintenance/joblist.py, run as a maintainer runs it) on 64 cores."""
     assert "workflow.cores" not in (ROOT / "workflow" / "rules" / "throughput.smk").read_text()
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        lines = joblist.joblist(["config/paper.yaml"], ["paper_figures"], cores=64)
-    finally:
-        os.chdir(cwd)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "maintenance" / "joblist.py"), "--configfile",
+                        "config/paper.yaml", "--cores", "64", "paper_figures"], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
     bench = [r for r in (json.loads(x) for x in lines if x.startswith("{")) if r["rule"] == "bench" and "threads" in r]
     assert bench and {b["threads"] for b in bench} == {plan.BENCH_JOB_THREADS}
     assert plan.bench_job_threads({"bench": {"job_threads": 3}}) == 3

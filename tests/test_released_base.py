@@ -81,7 +81,7 @@ def test_the_committed_release_is_current():
 
 
 def test_the_release_loads_as_the_configured_architecture():
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     cfg = _config()
     loaded = load_model(str(ROOT / cfg["models"]["ar_base"]["source"]), device="cpu")

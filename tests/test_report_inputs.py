@@ -17,14 +17,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import plan  # noqa: E402
 import plan_points  # noqa: E402
 import report_inputs  # noqa: E402
 import report_rules  # noqa: E402
 
 from analysis.results_io import load_csv, load_csvs, load_throughput  # noqa: E402
-from fastdllm_core.config import DecodeConfig  # noqa: E402
+from fastdllm_core.decode_config import DecodeConfig  # noqa: E402
 from fastdllm_core.provenance import write_csv_atomic  # noqa: E402
 
 

@@ -12,7 +12,6 @@ from fastdllm_core.provenance import source_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "embedded_default_results.md"
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 

@@ -8,10 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from fastdllm_core.stats import seed_interval, wilson_pct
+from fastdllm_core.intervals import seed_interval, wilson_pct
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
 import plan_points  # noqa: E402

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import tables as T
 from fastdllm_core import hostload
-from fastdllm_core.stats import intervals_overlap, wilson, wilson_pct
+from fastdllm_core.intervals import intervals_overlap, wilson, wilson_pct
 
 
 def test_wilson_matches_known_values_and_edges():

@@ -211,9 +211,9 @@ def test_dream_recipe_trains_and_saves_in_dreams_release_format(tmp_path, data_f
     """The full-attention recipe's loss falls, and its checkpoint is written in Dream's release format, so that it
     loads as a masked-diffusion model with the logit shift and its own mask token, and decodes with Dream's sampler
     and with Fast-dLLM v1."""
-    from fastdllm_core.config import DecodeConfig
-    from fastdllm_core.decoding.masked import mdm_generate
-    from fastdllm_core.model import load_model
+    from fastdllm_core.decode_config import DecodeConfig
+    from fastdllm_core.decoding.mdm_dispatch import mdm_generate
+    from fastdllm_core.loading import load_model
 
     c = cfg(data_file, recipe="dream", max_steps=12, lr=3e-3)
     c["train"]["save_every"] = 100

@@ -82,7 +82,7 @@ def test_fsdp_two_processes_follow_single_process(tmp_path, data_file, single, r
     torchrun(run_cfg(data_file, recipe, engine="fsdp"), tmp_path / "fsdp")
     assert (tmp_path / "fsdp" / "checkpoints" / "step-4" / "dcp").is_dir()  # sharded checkpoints
     assert_follows(tmp_path / "fsdp", single(recipe))
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     lm = load_model(str(tmp_path / "fsdp" / "final"), device="cpu", dtype=torch.float32)  # the evaluation's loader
     assert type(lm.model).__name__ == "Qwen2ForCausalLM"

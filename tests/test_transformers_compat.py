@@ -42,7 +42,7 @@ def test_bd_decoder_uses_the_supported_cache_keyword(tiny64, cache):
 
 def test_masked_diffusion_batch_uses_the_supported_cache_keyword(tiny64):
     """The LLaDA / Dream / Fast-dLLM v1 samplers' forwards (mdm.Batch): with and without the cache."""
-    from fastdllm_core.decoding.mdm import Batch
+    from fastdllm_core.decoding.mdm_common import Batch
 
     b = Batch(tiny64, [[5, 6, 7, 8]], 8, MASK)
     w = _strict()

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fastdllm_core.config import DecodeConfig
+from fastdllm_core.decode_config import DecodeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
 import plan  # noqa: E402

@@ -1,7 +1,7 @@
 """Throughput benchmark: the AR baseline vs the block-diffusion decoder on the same model and prompts.
 
 One idea per module: :mod:`.models` (checkpoints and random-weight models), :mod:`.grid` (the sweep's grid and
-its runs), :mod:`.runner` (decoding a run's prompts), :mod:`.hooks` (forced acceptance, forward timing),
+its runs), :mod:`.batches` (decoding a run's prompts), :mod:`.hooks` (forced acceptance, forward timing),
 :mod:`.measure` (timed repeats, profiling, agreement), :mod:`.prompt_source` (a sweep's prompts: local file, Hub),
 :mod:`.unavailable` (n/a rows of a model that cannot be loaded), :mod:`.rows` (CSV columns, speed-ups), :mod:`.telemetry`
 (NVML), :mod:`.roofline` (memory-bandwidth bound) and :mod:`.sweep` (:func:`run_sweep`, how each row is
@@ -13,7 +13,7 @@ from .hooks import ForcedAcceptance, ForwardTimer, forced_acceptance_forwards
 from .measure import measure, token_agreement
 from .models import MODEL_SHAPES, QWEN_MASK_ID, QWEN_STOP_IDS, BenchModel, load_bench_model, random_model
 from .rows import COLUMNS, add_speedups, print_summary
-from .runner import Runner
+from .batches import Runner
 from .prompt_source import PromptsUnavailable, load_prompt_texts
 from .sweep import model_synthetic_prompts, run_sweep
 from .unavailable import load_or_reason, na_rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..config import AR_BASELINES, DECODE_PATHS, MDM_MODES, STATIC_PATHS, DecodeConfig
+from ..decode_config import AR_BASELINES, DECODE_PATHS, MDM_MODES, STATIC_PATHS, DecodeConfig
 
 
 @dataclass

@@ -6,12 +6,12 @@ import statistics
 
 import torch
 
-from ..config import STATIC_PATHS
+from ..decode_config import STATIC_PATHS
 from ..decoding.ar import ar_generation_summary
 from ..hostload import HostLoad, warn_if_busy
 from ..provenance import NOT_AVAILABLE
 from .hooks import forced_acceptance_forwards
-from .runner import Runner
+from .batches import Runner
 from .telemetry import NvmlSampler, per_token
 
 
@@ -97,7 +97,7 @@ def measure(runner: Runner, item: dict, prompts: list[list[int]]) -> dict:
     if item["mode"] == "bd" and item["acceptance"] == "forced_k":
         row["tokens_per_forward_expected"] = _expected_tokens_per_forward(runner, item, prompts)
     if item.get("point"):  # masked diffusion: the setting's decoding columns (gen_length, steps, alg, cache ...)
-        from ..config import DecodeConfig
+        from ..decode_config import DecodeConfig
 
         dc = DecodeConfig.from_slug(item["point"])
         row.update(dc.row_fields(item["mode"]), max_new_tokens=dc.max_new_tokens)

@@ -1,4 +1,4 @@
-"""The models a throughput sweep runs: a checkpoint (through :func:`fastdllm_core.model.load_model`) or random
+"""The models a throughput sweep runs: a checkpoint (through :func:`fastdllm_core.loading.load_model`) or random
 weights with real Qwen2.5 dimensions (``random:SHAPE``, no download), as a :class:`BenchModel`."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import BLOCK_SIZE
+from ..decode_config import BLOCK_SIZE
 from ..modeling import FAMILIES, Family
 
 # Real Qwen2.5(-Instruct) dimensions (from the published config.json files); random weights only.
@@ -51,7 +51,7 @@ def random_model(shape: str, *, device: str = "cpu", dtype: str | torch.dtype = 
     """A randomly initialised model with real (or tiny) dimensions, built on ``device`` (no download)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from ..model import resolve_dtype
+    from ..loading import resolve_dtype
     from ..tiny import char_tokenizer, tiny_qwen2_config
 
     torch_dtype = resolve_dtype(dtype, device)
@@ -82,7 +82,7 @@ def load_bench_model(source: str, *, device: str = "cpu", dtype: str = "auto", a
         if block_size:
             bm.block_size = block_size
     else:
-        from ..model import load_model
+        from ..loading import load_model
 
         lm = load_model(source, device=device, dtype=dtype, attn_implementation=attn, block_size=block_size)
         bm = BenchModel(lm.model, lm.tokenizer, lm.mask_token_id, lm.eos_token_ids, lm.block_size, source,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..evaluation.common import TaskUnavailable
+from ..evaluation.task_common import TaskUnavailable
 from ..prompts import read_prompt_texts
 
 HUB_TASKS = ("gsm8k",)  # tasks whose prompts the sweep can take from the Hub

@@ -18,6 +18,9 @@ read + write bytes), and, for known GPUs, the vendor's specification.  CPU rows 
 cpu_measured_copy``: a CPU roofline, not a GPU one.
 
     fastdllm roofline --bench results/bench.csv --out results/roofline.csv --measure-bandwidth
+
+The roofline on two sides: this module computes it; :mod:`fastdllm_core.cli.roofline` is the command over it
+(same idea, same name).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import time
 import torch
 
 from ..provenance import NOT_AVAILABLE
-from ..stats import finite_float
+from ..intervals import finite_float
 
 # Vendor peak HBM bandwidths (GB/s, 1e9 bytes/s) by a substring of the CUDA device name; most specific first.
 SPEC_BANDWIDTH_GBS = [
@@ -138,7 +141,7 @@ def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: 
 def model_for_traffic(source: str, dtype: str):
     """A model skeleton for counting bytes: built on the meta device (no memory) except tiny/local configs."""
     from .models import random_model
-    from ..model import load_config
+    from ..loading import load_config
 
     if source.startswith("random:"):
         return random_model(source.split(":", 1)[1], device="meta", dtype=dtype).model

@@ -40,7 +40,7 @@ tokens per step.  The rows report tokens/s as a function of the resulting tokens
 weights (the hook itself costs one elementwise pass over the kept logits).  These rows always say
 ``acceptance=forced_k`` and are never mixed with real acceptance.
 
-Model sources: a checkpoint (Hub id / directory / ``.gguf``) through :func:`fastdllm_core.model.load_model`, or
+Model sources: a checkpoint (Hub id / directory / ``.gguf``) through :func:`fastdllm_core.loading.load_model`, or
 ``random:SHAPE`` with SHAPE in :data:`MODEL_SHAPES` (real Qwen2.5 dimensions from a ``Qwen2Config`` written in
 code, random weights, no download; ``random:tiny`` is the tiny CPU model).
 """
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import DecodeConfig
+from ..decode_config import DecodeConfig
 from ..decoding import check_family, fit_context, model_context
 from ..prompts import batch_of, synthetic_prompts
 from ..provenance import run_metadata, write_csv_atomic
@@ -59,7 +59,7 @@ from .grid import SweepConfig, plan_runs
 from .measure import measure
 from .models import BenchModel, load_bench_model
 from .rows import COLUMNS, add_speedups, common_fields
-from .runner import Runner
+from .batches import Runner
 
 
 def model_synthetic_prompts(bm: BenchModel, n: int, length: int, seed: int) -> list[list[int]]:

@@ -1,11 +1,11 @@
 """The arguments the ``fastdllm`` commands share, declared once: the model, the decoding setting (one
-:class:`~fastdllm_core.config.DecodeConfig`), prompt files, context truncation."""
+:class:`~fastdllm_core.decode_config.DecodeConfig`), prompt files, context truncation."""
 from __future__ import annotations
 
 import argparse
 
-from ..config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MDM_MODES, MODES, REMASKING,
-                      SUB_BLOCK_SIZE, DecodeConfig, parse_bool)
+from ..decode_config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MDM_MODES, MODES,
+                             REMASKING, SUB_BLOCK_SIZE, DecodeConfig, parse_bool)
 
 AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static "
                     "(this project's static cache, its one-token forward captured as a CUDA graph on a GPU) or "
@@ -13,7 +13,7 @@ AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache
 
 
 def arg_bool(s: str) -> bool:
-    """argparse type of a boolean word (:func:`~fastdllm_core.config.parse_bool`)."""
+    """argparse type of a boolean word (:func:`~fastdllm_core.decode_config.parse_bool`)."""
     try:
         return parse_bool(s)
     except ValueError:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import BLOCK_SIZE, DECODE_PATHS, SUB_BLOCK_SIZE, parse_bool
+from ..decode_config import BLOCK_SIZE, DECODE_PATHS, SUB_BLOCK_SIZE, parse_bool
 from .args import add_block_size_arg, add_ignore_eos_arg, add_model_args, add_prompt_file_args, add_truncate_arg
 
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         check_device(args.device)
         bm = load_bench_model(args.model, device=args.device, dtype=args.dtype, attn=args.attn,
                               block_size=args.block_size, label=args.model_label, seed=args.seed)
-        from ..config import DecodeConfig
+        from ..decode_config import DecodeConfig
         from ..decoding import check_family
 
         for mode in list(cfg.modes) + [DecodeConfig.slug_mode(p) for p in cfg.points]:

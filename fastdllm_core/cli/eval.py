@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args, decode):
     """Check, lock --out-dir, load the model and score it (the rows)."""
-    from ..model import load_model
+    from ..loading import load_model
     from ..provenance import out_dir_lock
     from ..evaluation.runner import _check_args, check_data, run_task
 

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from ..config import MDM_MODES
+from ..decode_config import MDM_MODES
 from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
 from .args import (add_decode_args, add_ignore_eos_arg, add_mode_args, add_model_args, add_prompt_file_args,
                    add_truncate_arg, check_device, decode_config)
@@ -54,7 +54,7 @@ def _check_args(args) -> DecodeConfig:
 
 def _load(args, cfg: DecodeConfig):
     """(loaded model, decoding setting with its block size, prompt texts, prompt ids, number truncated)."""
-    from ..model import load_model
+    from ..loading import load_model
     from ..prompts import encode_prompts, read_prompt_texts
 
     texts = [args.prompt] if args.prompt is not None else read_prompt_texts(args.prompts, args.prompt_field)

@@ -1,5 +1,8 @@
 """``fastdllm roofline --bench BENCH.csv --out ROOFLINE.csv [--bandwidth-gbs X | --measure-bandwidth]``: the
-memory-bandwidth roofline (:mod:`fastdllm_core.bench.roofline`) of a throughput CSV's rows."""
+memory-bandwidth roofline (:mod:`fastdllm_core.bench.roofline`) of a throughput CSV's rows.
+
+The roofline on two sides: this module is the command (argument parsing, CSV in and out);
+:mod:`fastdllm_core.bench.roofline` computes it (same idea, same name)."""
 from __future__ import annotations
 
 import argparse

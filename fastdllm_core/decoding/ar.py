@@ -7,11 +7,11 @@ from contextlib import contextmanager
 
 import torch
 
-from ..config import AR_BASELINES, STATIC_PATHS
+from ..decode_config import AR_BASELINES, STATIC_PATHS
 from .ar_static import ar_generate_static
 from .common import _check_prompts, _sync, fit_context, model_context, trim_at_stop
 from .static import static_unsupported
-from .stats import GenerationOutput, GenerationStats
+from .outputs import GenerationOutput, GenerationStats
 
 log = logging.getLogger(__name__)
 

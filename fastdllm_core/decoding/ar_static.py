@@ -19,7 +19,7 @@ import torch
 from ..masks import attention_kwargs, inference_spec
 from .common import _sync, trim_at_stop
 from .static import capacity, static_forwards
-from .stats import GenerationOutput, GenerationStats
+from .outputs import GenerationOutput, GenerationStats
 
 
 def _greedy(logits: torch.Tensor, suppress: torch.Tensor | None) -> torch.Tensor:

@@ -51,11 +51,11 @@ from dataclasses import replace
 
 import torch
 
-from ..config import STATIC_PATHS, DecodeConfig
+from ..decode_config import STATIC_PATHS, DecodeConfig
 from .common import _check_mask_token, _check_prompts, _choose, _sync, fit_context, model_context, trim_at_stop
-from .engine import _CachedEngine, _ReferenceEngine, _StaticEngine
+from .forwards import _CachedEngine, _ReferenceEngine, _StaticEngine
 from .static import static_unsupported
-from .stats import GenerationOutput, GenerationStats
+from .outputs import GenerationOutput, GenerationStats
 
 log = logging.getLogger(__name__)
 

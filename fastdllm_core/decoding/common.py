@@ -1,11 +1,13 @@
-"""What both decoders share: prompt and context checks, the token choice, host synchronisation."""
+"""What every decoder shares (the AR baseline, the block-diffusion decoder and its forwards, the masked-diffusion
+samplers through :mod:`.mdm_common`): prompt and context checks, the token choice, host synchronisation, the KV-cache
+keyword."""
 from __future__ import annotations
 
 import inspect
 
 import torch
 
-from ..config import DecodeConfig
+from ..decode_config import DecodeConfig
 
 
 def _sync(device: torch.device) -> None:
@@ -87,7 +89,7 @@ def _check_mask_token(model, mask_token_id) -> int:
     if mask_token_id is None:
         mask_token_id = getattr(model.config, "mask_token_id", None)
     if mask_token_id is None:
-        raise ValueError("the model has no mask token: load it with fastdllm_core.model.load_model "
+        raise ValueError("the model has no mask token: load it with fastdllm_core.loading.load_model "
                          "or pass mask_token_id")
     n = model.get_input_embeddings().num_embeddings
     if not 0 <= int(mask_token_id) < n:

@@ -15,7 +15,10 @@ keeps Qwen2.5's reading of the logits: the prediction for position ``i`` is the 
   ``softmax(confidence / alg_temp)``.
 
 Tokens: ``temperature`` (0 = greedy), ``top_p`` (nucleus filtering also at temperature 0: it changes the
-confidences), drawn from ``seed``'s generator in the official order.  Counting: :mod:`.mdm` (NFE = ``steps``).
+confidences), drawn from ``seed``'s generator in the official order.  Counting: :mod:`.mdm_common` (NFE = ``steps``).
+
+Dream on two sides: this module is its sampler; :mod:`fastdllm_core.modeling.dream` loads its weights onto a stock
+Qwen2 (same model, same name).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .mdm import Batch, make_generator, start_clock
+from .mdm_common import Batch, make_generator, start_clock
 
 ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
 

@@ -9,7 +9,7 @@ cache or the dual cache (the paper's Figure 1a "Fast-dLLM-LLaDA").  Mirrors NVla
 Blocks of ``block_length`` are decoded left to right.  With a ``threshold``, a step unmasks the most confident
 masked position of the block and every other one whose confidence is at least ``threshold``; with
 ``threshold=None`` it unmasks the step schedule's count (LLaDA's even split; Dream's entropy schedule): the
-"cache only" rows.  Caches, on the stock model (:class:`~fastdllm_core.decoding.engine.BlockKVCache` over the whole
+"cache only" rows.  Caches, on the stock model (:class:`~fastdllm_core.decoding.forwards.BlockKVCache` over the whole
 sequence): each block starts with a full forward that fills every position's keys/values; later steps forward
 ``x[:, block_start:]`` (prefix cache: the block and everything after it, against the prefix's cached keys) or only
 the block (dual cache: the suffix's keys also stay as of the block's first forward).  Dream's no-cache variant
@@ -19,7 +19,7 @@ plus what earlier steps left for lack of confidence.
 The official functions decode one prompt at a time (``generate*`` build a batch of 1; Dream's threshold paths
 index row 0); these run a batch row by row where the official code would mix rows (the threshold choice), so a
 row's result does not depend on its batch.  The factor-based variant of the Fast-dLLM paper is not in this
-commit.  Counting: :mod:`.mdm` (NFE = forwards, the official ``nfe``).
+commit.  Counting: :mod:`.mdm_common` (NFE = forwards, the official ``nfe``).
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ import torch.nn.functional as F
 
 from .dream import sample_tokens, select, shift_logits
 from .llada import REMASKING
-from .mdm import (Batch, add_gumbel_noise, check_blocks, full_attention_kwargs, make_generator, num_transfer_tokens,
-                  start_clock)
+from .mdm_common import (Batch, add_gumbel_noise, check_blocks, full_attention_kwargs, make_generator,
+                         num_transfer_tokens, start_clock)
 
 CACHES = ("none", "prefix", "dual")
 log = logging.getLogger(__name__)

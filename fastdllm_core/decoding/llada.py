@@ -14,7 +14,10 @@ the official code writes it: with temperature 0 both go to -inf; with temperatur
 perturbed copy only).  Classifier-free guidance (``cfg_scale``) is not implemented: the published instruct
 settings use ``cfg_scale=0``; only the base model's likelihood tasks use it.
 
-Counting: :mod:`.mdm` (NFE = ``steps``; tokens up to and including the first stop id).
+Counting: :mod:`.mdm_common` (NFE = ``steps``; tokens up to and including the first stop id).
+
+LLaDA on two sides: this module is its sampler; :mod:`fastdllm_core.modeling.llada` loads its weights onto a stock
+Llama (same model, same name).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .mdm import Batch, add_gumbel_noise, check_blocks, make_generator, num_transfer_tokens, start_clock
+from .mdm_common import Batch, add_gumbel_noise, check_blocks, make_generator, num_transfer_tokens, start_clock
 
 REMASKING = ("low_confidence", "random")
 
@@ -34,7 +37,7 @@ def llada_generate(model, prompts, *, mask_token_id: int, stop_token_ids=None, g
                    confidence_eos_eot_inf: bool = False, eos_token_id: int | None = None,
                    eot_token_id: int | None = None, seed: int | None = None, pad_token_id: int | None = None,
                    profile: bool = False):
-    """LLaDA's ``generate`` on a stock model loaded by :func:`fastdllm_core.model.load_model`.
+    """LLaDA's ``generate`` on a stock model loaded by :func:`fastdllm_core.loading.load_model`.
 
     ``eos_token_id`` / ``eot_token_id``: the ids the two EOS options act on (the official code hard-codes
     LLaDA-8B's 126081 / 126348).  ``seed``: the generator of the Gumbel noise and of ``random`` remasking (drawn in

@@ -3,7 +3,7 @@ task suite of the embedded default (its data: :mod:`fastdllm_core.synthetic`).  
 :func:`run_task`.  See docs/evaluation.md."""
 from __future__ import annotations
 
-from .common import (PROMPT_STYLES, SYNTH_TASKS, TASKS, TaskUnavailable, local_test_file,  # noqa: F401
+from .task_common import (PROMPT_STYLES, SYNTH_TASKS, TASKS, TaskUnavailable, local_test_file,  # noqa: F401
                      offline, shared_dir)
 
 

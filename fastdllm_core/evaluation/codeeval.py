@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from ..provenance import atomic_path
-from .common import TaskUnavailable, local_test_file, offline, shared_dir
+from .task_common import TaskUnavailable, local_test_file, offline, shared_dir
 from .datacheck import check_file
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 import torch
 
-from ..config import MDM_MODES
+from ..decode_config import MDM_MODES
 from ..decoding import ContextError
 
 LL_METHODS = ("first_token", "chain", "mc", "exact", "auto")
@@ -67,7 +67,7 @@ def exact_weights(k: int, family: str, eps: float = 1e-3) -> list[float]:
 class LikelihoodMixin:
     """The scores of :class:`~fastdllm_core.evaluation.lm_model.FastDLLMv2`, one (context ids, continuation ids)
     pair per call, each returning ``(log-likelihood, is_greedy)``.  They read the model's ``lm``
-    (:class:`~fastdllm_core.model.LoadedModel`), ``decode`` (``block_size``, ``eps``), ``ll_method``,
+    (:class:`~fastdllm_core.loading.LoadedModel`), ``decode`` (``block_size``, ``eps``), ``ll_method``,
     ``batch_size``, ``mc_num``, ``tokenizer``, ``_device`` and ``_mc_gen`` (the Monte Carlo generator);
     :meth:`_fit_loglikelihood` also ``mode``, ``context_length``, ``truncate_prompts`` and counts
     ``n_truncated_prompts``."""
@@ -141,7 +141,7 @@ class LikelihoodMixin:
         return lps.gather(1, tgt[:, None]).sum().item(), bool((lps.argmax(-1) == tgt).all().item())
 
     def _mdm_logits(self, batch: torch.Tensor) -> torch.Tensor:
-        from ..decoding.mdm import full_attention_kwargs
+        from ..decoding.mdm_common import full_attention_kwargs
 
         model = self.lm.model
         kw = full_attention_kwargs(model, None, batch.shape[1], batch.shape[1], batch.shape[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .common import TaskUnavailable
+from .task_common import TaskUnavailable
 
 
 def _jsonable(x):

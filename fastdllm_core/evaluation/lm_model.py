@@ -60,10 +60,10 @@ from dataclasses import asdict, replace
 import torch
 from tqdm import tqdm
 
-from ..config import AR_BASELINES, BLOCK_SIZE, MDM_MODES, MODES, parse_bool
+from ..decode_config import AR_BASELINES, BLOCK_SIZE, MDM_MODES, MODES, parse_bool
 from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
-from ..model import LoadedModel, load_model
-from .common import encode_pair
+from ..loading import LoadedModel, load_model
+from .task_common import encode_pair
 from .likelihood import EXACT_MAX_TOKENS, LL_METHODS, MDM_LL_METHODS, LikelihoodMixin
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def _batch_size(batch_size) -> int:
 
 
 def _load(pretrained, device, dtype, attn_implementation, block_size) -> LoadedModel:
-    """The model of ``model_args pretrained=`` (:func:`~fastdllm_core.model.load_model`)."""
+    """The model of ``model_args pretrained=`` (:func:`~fastdllm_core.loading.load_model`)."""
     if not pretrained:
         raise ValueError("fast_dllm_v2 needs model_args pretrained=<hub id | directory | .gguf file>")
     return load_model(str(pretrained), device=str(device), dtype=dtype, attn_implementation=attn_implementation,
@@ -147,7 +147,7 @@ def _request_name(i: int, req) -> str:
 
 @register_model(MODEL_NAME)
 class FastDLLMv2(LikelihoodMixin, TemplateLM):
-    """lm-eval's ``TemplateLM`` with its (context, continuation) split (:func:`~.common.encode_pair`: trailing
+    """lm-eval's ``TemplateLM`` with its (context, continuation) split (:func:`~.task_common.encode_pair`: trailing
     spaces onto the continuation, a line break kept); this class adds the decoders, the context checks and the
     block-diffusion scores."""
 
@@ -351,7 +351,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
 
     # ------------------------------------------------------------------------------------------ likelihood
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """The pair's ids (:func:`~.common.encode_pair`: a chat template's trailing line break stays in the
+        """The pair's ids (:func:`~.task_common.encode_pair`: a chat template's trailing line break stays in the
         context)."""
         ctx, cont = encode_pair(self.tok_encode, context, continuation)
         if not ctx:

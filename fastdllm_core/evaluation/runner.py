@@ -19,12 +19,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
+from ..decode_config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
 from ..decoding.ar import AR_GENERATION, ar_generation_summary
-from ..model import LoadedModel, load_model
+from ..loading import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
-from ..stats import row_interval
-from .common import PROMPT_STYLES, TASKS
+from ..intervals import row_interval
+from .task_common import PROMPT_STYLES, TASKS
 from .lm_eval_run import run_lm_eval
 from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
 

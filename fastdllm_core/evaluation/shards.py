@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..stats import row_interval
+from ..intervals import row_interval
 from .lm_eval_run import _metric_name, metric_rows, no_extracted_answer
 
 THROUGHPUT_SUMS = ("total_tokens", "nfe", "truncated_prompts")

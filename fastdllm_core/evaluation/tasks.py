@@ -18,7 +18,7 @@ import functools
 import os
 from pathlib import Path
 
-from .common import TaskUnavailable, local_test_file, offline, shared_dir
+from .task_common import TaskUnavailable, local_test_file, offline, shared_dir
 
 BOXED_CUE = "Please reason step by step, and put your final answer within \\boxed{}."
 LM_EVAL_NAME = {"gsm8k": "gsm8k", "synth_arith": "gsm8k", "minerva_math": "minerva_math", "ifeval": "ifeval",

@@ -13,6 +13,9 @@ token ``i`` (``diffusion_generate`` shifts them: ``cat([logits[:, :1], logits[:,
 What does not fit: ``use_sliding_window: true`` with full attention (refused; the released models set it
 false).  Padding: Dream's code gives padded rows positions counted from their first real token and masks pad
 keys; the project's left-padded batches do the same (RoPE depends on relative positions only).
+
+Dream on two sides: this module is its weights on a stock class; :mod:`fastdllm_core.decoding.dream` is its
+sampler (same model, same name).
 """
 from __future__ import annotations
 

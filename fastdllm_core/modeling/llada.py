@@ -46,6 +46,9 @@ LLaDA features and what happens to each (:func:`check_config` refuses the ones t
 
 The official code's attention takes no padding mask (``attn_mask=None``); this project passes a key mask for
 left-padded batches, which leaves every unpadded row's result as computed alone.
+
+LLaDA on two sides: this module is its weights on a stock class; :mod:`fastdllm_core.decoding.llada` is its
+sampler (same model, same name).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ recipe and its ablations), or NTP fine-tune it.
 * :mod:`.model_init`: the model a run starts from (tiny random Qwen2 or a checkpoint) and its [MASK] row;
 * :mod:`.checkpoints`: resumable checkpoints, metrics read back on resume, the final checkpoint;
 * :mod:`.loop`: :func:`~.loop.train`, the loop itself;
-* :mod:`.engine`: how several processes hold the model (``train.engine``: DDP or FSDP2), their checkpoints;
+* :mod:`.parallel`: how several processes hold the model (``train.engine``: DDP or FSDP2), their checkpoints;
 * :mod:`.memory`: :func:`~.memory.choose_engine` (``train.engine: auto``);
 * :mod:`.launch`: the launch command (one process per GPU, across SLURM nodes: :func:`~.launch.launch_command`,
   :func:`~.launch.train_gpus`) and :func:`~.launch.train_processes`, CPU data-parallel processes through torchrun.

@@ -1,5 +1,5 @@
 """The training configuration: one frozen, typed :class:`TrainConfig` (the counterpart of
-:class:`~fastdllm_core.config.DecodeConfig`), a dataclass per YAML section.
+:class:`~fastdllm_core.decode_config.DecodeConfig`), a dataclass per YAML section.
 
 * The defaults live here and nowhere else: the fields' defaults.  ``TrainConfig().to_dict()`` is the full default
   config (``DEFAULTS``), the keys the DAG's config checks and ``fastdllm train`` accept.
@@ -113,7 +113,7 @@ class RunConfig:
     log_every: int = 10
     device: str = "auto"
     attn_implementation: str | None = None
-    engine: str = "auto"  # auto | ddp | fsdp: how several processes hold the model (.engine)
+    engine: str = "auto"  # auto | ddp | fsdp: how several processes hold the model (.parallel)
 
 
 SECTIONS = {"model": ModelConfig, "data": DataConfig, "objective": ObjectiveConfig, "optim": OptimConfig,

@@ -53,7 +53,7 @@ def job_allocation(env: Mapping[str, str], run=subprocess.run) -> dict:
     """``env`` with the SLURM job's own node count and node list (``SLURM_JOB_NUM_NODES``, ``SLURM_JOB_NODELIST``),
     asked of SLURM (``squeue -h -j $SLURM_JOB_ID -o '%D|%N'``) when ``env`` is inside a job: Snakemake's job step is
     an ``srun -n1`` started with the allocation's variables removed, so its environment shows the step's one node,
-    not the job's (measured on the 2-node rehearsal cluster, scripts/dev/slurm_rehearsal.sh).  Unchanged outside a
+    not the job's (measured on the 2-node rehearsal cluster, scripts/cluster/slurm_rehearsal.sh).  Unchanged outside a
     job, when squeue does not answer (a warning), or when ``env`` is already this function's answer for the job
     (marked ``RESOLVED_VAR``: one squeue call per job start, whoever asks again)."""
     env = dict(env)

@@ -22,7 +22,7 @@ backward) -> clip, step -> :meth:`_Run.done_step` (metrics row, checkpoint).
 Determinism and resume: the sequences of optimiser step k and their noise masks are pure functions of
 (seed, k, global sample index), so a run killed and resumed from a checkpoint ends with the same weights as an
 uninterrupted one, and a run on W processes sees exactly the batches and masks of a single-process run with the
-same global batch.  Multi-process through ``torchrun`` (DDP or FSDP2, :mod:`.engine`; :mod:`.launch` builds the
+same global batch.  Multi-process through ``torchrun`` (DDP or FSDP2, :mod:`.parallel`; :mod:`.launch` builds the
 launch command, one process per GPU across nodes, or CPU processes).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ from . import objective as obj
 from .checkpoints import checkpoints, final_dtype, read_metrics, save_checkpoint, save_final
 from .config import OptimConfig, RunConfig, TrainConfig
 from .data import check_train_files, read_train_files
-from .engine import make_engine, resolve
+from .parallel import make_engine, resolve
 from .model_init import build_model
 from .stopping import Stopper, TrainingInterrupted
 from .token_store import prepared_store
@@ -161,7 +161,7 @@ def process_group_timeout():
 
 
 def prepare(engine, model, o: OptimConfig):
-    """AdamW and the lr schedule, with the model prepared by the run's engine (:mod:`.engine`)."""
+    """AdamW and the lr schedule, with the model prepared by the run's engine (:mod:`.parallel`)."""
     def make_optimizer(m):
         optimizer = torch.optim.AdamW(m.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))

@@ -24,7 +24,7 @@ Memory of one process (bytes; N parameters, W processes, ``a`` = 2 under bf16 mi
 :data:`HEADROOM` fits one device, else FSDP -- so ``engine: auto`` never picks what the plan says does not fit.
 A plan *fits* when its engine's total times :data:`HEADROOM` (CUDA context, allocator fragmentation,
 communication buffers) is at most the device memory.  Against a measured CPU peak
-(scripts/dev/plan_vs_measured.py): 0.99 (logits), 0.96-0.97 (weights, 1 and 2 DDP processes), 0.74 (activations
+(scripts/cluster/plan_vs_measured.py): 0.99 (logits), 0.96-0.97 (weights, 1 and 2 DDP processes), 0.74 (activations
 without checkpointing; RMSNorm and RoPE intermediates, the dense mask and repeated k/v are not counted).
 
 The time is an extrapolation from the paper's wall clock (Sec. 4.1: 64 A100, ~8 h for the 1.5B model, ~12 h for
@@ -172,7 +172,7 @@ def activation_bytes(cfg: TrainConfig, arch: Arch) -> tuple[int, int]:
 def logit_bytes(a: int) -> int:
     """Bytes per logit of the fp32 cross-entropy at its peak (the backward): the log-softmax output it keeps, the
     gradient arriving at it and the one it passes on (3 x 4); under bf16 also the bf16 logits' gradient (2).
-    Measured on a CPU run (fp32): 12.2 (scripts/dev/plan_vs_measured.py)."""
+    Measured on a CPU run (fp32): 12.2 (scripts/cluster/plan_vs_measured.py)."""
     return 12 + (2 if a == 2 else 0)
 
 

@@ -23,8 +23,8 @@ def build_model(mc: ModelConfig, *, seed: int, block_size: int, device: str, att
     """Model + tokenizer + mask token id from ``model.init``: ``tiny`` = a random tiny Qwen2 (weights from
     ``seed``) with the character tokenizer (``model.tokenizer: char``) or a byte-level BPE of ``model.vocab_size``
     trained on ``rows`` (``model.tokenizer: bpe``); anything else is loaded with
-    :func:`~fastdllm_core.model.load_model` (``block_size``: its block size when it is a block-diffusion model)."""
-    from ..model import default_attn_implementation, ensure_mask_token, load_model
+    :func:`~fastdllm_core.loading.load_model` (``block_size``: its block size when it is a block-diffusion model)."""
+    from ..loading import default_attn_implementation, ensure_mask_token, load_model
 
     attn = attn_implementation or default_attn_implementation(device)
     if mc.init == "tiny":

@@ -28,7 +28,7 @@ import math
 import os
 from pathlib import Path
 
-from fastdllm_core.config import MDM_MODES, DecodeConfig
+from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
 
 import plan
 import plan_points
@@ -47,7 +47,7 @@ DEFAULT_PROMPT_TOKENS = 256
 TASK_GEN_TOKENS = {"humaneval": 768, "mbpp": 768, "ifeval": 1280, "minerva_math": 1024}
 MC_TASKS = ("mmlu", "gpqa", "synth_mc")
 CHOICES = 4
-# tokens of an option under the chat template (the Qwen2.5 tokenizer; fastdllm_core.evaluation.common.encode_pair):
+# tokens of an option under the chat template (the Qwen2.5 tokenizer; fastdllm_core.evaluation.task_common.encode_pair):
 # MMLU's letters 1 ("A"), GPQA's "(A)" 2 ("(A", ")"), the stand-in's letters 1
 OPTION_TOKENS = {"mmlu": 1, "gpqa": 2, "synth_mc": 1}
 EXACT_MAX_TOKENS = 10  # fastdllm_core.evaluation.likelihood's (not imported here: no torch at DAG parse)

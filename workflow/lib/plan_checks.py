@@ -148,7 +148,7 @@ def _check_models(config: dict) -> None:
 def _check_model_decoding(config: dict) -> None:
     """A masked-diffusion model's own setting (``models.<m>.decode``, per task) is a valid DecodeConfig of its mode,
     and so is its Fast-dLLM v1 speed setting; a ``decode:`` block on another model is refused."""
-    from fastdllm_core.config import MODE_FIELDS, DecodeConfig
+    from fastdllm_core.decode_config import MODE_FIELDS, DecodeConfig
 
     for name, m in config["models"].items():
         if "decode" in m and not plan_points.is_mdm(config, name):

@@ -2,13 +2,13 @@
 needs, how they are grouped into evaluation jobs, and which runs each throughput sweep measures.  Pure functions of
 the config (no Snakemake, no torch) over :mod:`plan` (the models), imported by ``workflow/rules/common.smk``.
 
-A decoding *point* is a :class:`~fastdllm_core.config.DecodeConfig` named by its :meth:`~DecodeConfig.slug`
+A decoding *point* is a :class:`~fastdllm_core.decode_config.DecodeConfig` named by its :meth:`~DecodeConfig.slug`
 (``ar``, ``bd_b32_s8_t1_c0``), with ``@N`` appended when it is measured on the first N test items only; a job
 rebuilds the setting with :meth:`DecodeConfig.from_slug` and the limit with :func:`point_limit`.
 """
 from __future__ import annotations
 
-from fastdllm_core.config import MDM_MODES, SLUG_FIELDS, DecodeConfig
+from fastdllm_core.decode_config import MDM_MODES, SLUG_FIELDS, DecodeConfig
 
 import plan
 

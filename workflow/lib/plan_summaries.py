@@ -2,7 +2,7 @@
 model, tasks and decoding points of an evaluation, the runs of a throughput sweep, the models of a table."""
 from __future__ import annotations
 
-from fastdllm_core.config import format_threshold
+from fastdllm_core.decode_config import format_threshold
 
 import eval_cost
 import plan

@@ -5,7 +5,7 @@ rows its difference columns compare against, every seed copy ``<model>.seed<S>``
 the models of its role (``plan.role``) or its speed points (``plan_points.fig1a_models``) -- and the CSV of its own
 throughput sweep (:data:`FIGURE_SWEEPS`), never the collected ``accuracy.csv`` / ``throughput.csv`` (which wait on
 every job, the trained models' included).  The model sets come from the same plan functions
-``workflow/scripts/report_specs.py`` draws with; ``tests/test_report_inputs.py`` checks that a table or figure
+``workflow/lib/report_specs.py`` draws with; ``tests/test_report_inputs.py`` checks that a table or figure
 built from these inputs alone equals one built from every result.  Pure functions of the config (no Snakemake),
 used by ``workflow/rules/common.smk``.
 """

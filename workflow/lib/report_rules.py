@@ -1,7 +1,7 @@
 """The tables and figures the DAG makes, as data: one spec each (rule name, description, the results it reads,
 its dry-run message).  ``workflow/rules/reports.smk`` makes one rule per spec from a single template; the rule
 has the table's or figure's short name, so that it can be rebuilt alone (``snakemake --cores all
-table3_subblock_size``).  What each table and figure shows is ``workflow/scripts/report_specs.py``."""
+table3_subblock_size``).  What each table and figure shows is ``workflow/lib/report_specs.py``."""
 from __future__ import annotations
 
 import plan

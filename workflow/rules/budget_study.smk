@@ -1,4 +1,4 @@
-# The budget study (config budget_study:, workflow/lib/budget_study.py): the recipe and its NTP baseline at
+# The budget study (config budget_study:, workflow/lib/plan_budget.py): the recipe and its NTP baseline at
 # growing adaptation budgets, one training run per chain whose snapshots are the budgets; its own target, never in
 # paper_figures' path.  results/budget_study/: the tidy CSVs, the table and the figure.
 
@@ -19,7 +19,7 @@ rule budget_data:
     params:
         seed=SYN.get("seed", 0),
         n_eval=SYN.get("n_eval", 256),
-        n_adapt=lambda wc: budget_study.data_rows(config),
+        n_adapt=lambda wc: plan_budget.data_rows(config),
     log:
         f"{LOGS}/budget_study/data.log",
     threads: 1
@@ -41,7 +41,7 @@ rule budget_train:
         model=directory(f"{STUDY_DIR}/models/{{snapshot}}"),
         metrics=f"{STUDY_DIR}/metrics/{{snapshot}}.csv",
     params:
-        cfg=lambda wc: budget_study.train_config(config, study_chain(wc), [f"{STUDY_DIR}/data/adapt.jsonl"]),
+        cfg=lambda wc: plan_budget.train_config(config, study_chain(wc), [f"{STUDY_DIR}/data/adapt.jsonl"]),
         snapshot=lambda wc: STUDY_SNAPSHOTS[wc.snapshot],
         chain=study_chain,
         run_dir=lambda wc: f"{STUDY_DIR}/runs/{STUDY_SNAPSHOTS[wc.snapshot]['chain']}",
@@ -50,12 +50,12 @@ rule budget_train:
     benchmark:
         f"{STUDY_DIR}/benchmarks/train/{{snapshot}}.tsv"
     threads: 1
-    priority: lambda wc: budget_study.priority(STUDY_CHAINS, STUDY_SNAPSHOTS[wc.snapshot])
+    priority: lambda wc: plan_budget.priority(STUDY_CHAINS, STUDY_SNAPSHOTS[wc.snapshot])
     conda:
         "../../environment.yml"
     resources:
         mem_mb=model_mem_mb,
-        runtime=lambda wc, attempt: budget_study.runtime_minutes(config, study_chain(wc), attempt),
+        runtime=lambda wc, attempt: plan_budget.runtime_minutes(config, study_chain(wc), attempt),
         gpu=GPU,
     script:
         "../scripts/budget_train.py"

@@ -12,7 +12,7 @@ import plan_data  # noqa: E402  (the adaptation data; trained rows without train
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
 import eval_cost  # noqa: E402  (evaluation cost estimates and shards, eval.shards)
 import released  # noqa: E402  (released checkpoints the DAG can also build)
-import budget_study  # noqa: E402  (the budget study's chains and snapshots)
+import plan_budget  # noqa: E402  (the budget study's chains and snapshots)
 import report_inputs  # noqa: E402  (which results each table and figure reads)
 import report_rules  # noqa: E402  (the tables and figures)
 
@@ -21,7 +21,7 @@ plan_checks.validate_schema(config, os.path.join(workflow.basedir, "workflow", "
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 plan_checks.check(config)
-budget_study.check(config)  # an unknown lever, a run over the ceiling: named before any training
+plan_budget.check(config)  # an unknown lever, a run over the ceiling: named before any training
 # build_released / released_with: which released checkpoints this run loads and which it builds (ar_base)
 _resolved = released.resolve(config)
 config.clear()
@@ -157,8 +157,8 @@ def report_outputs(spec):
 # the budget study (workflow/rules/budget_study.smk, included with `budget_study:`): its chains' snapshots
 STUDY_DIR = f"{R}/budget_study"
 STUDY_OUT = f"{RESULTS}/budget_study"
-STUDY_CHAINS = budget_study.chains(config)
-STUDY_SNAPSHOTS = budget_study.snapshots(config, STUDY_CHAINS)
+STUDY_CHAINS = plan_budget.chains(config)
+STUDY_SNAPSHOTS = plan_budget.snapshots(config, STUDY_CHAINS)
 
 
 def study_chain(wc):

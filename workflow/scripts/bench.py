@@ -3,8 +3,8 @@ a model that cannot be loaded: status n/a, note = why, no measurement); ``prompt
 came from (a local file's path, or the Hub dataset)."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import torch

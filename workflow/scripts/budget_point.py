@@ -2,22 +2,22 @@
 accuracy setting and at the speed setting, which gives its tokens per forward)."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     from pathlib import Path
     from types import SimpleNamespace
 
-    import budget_study
     import eval_point
     import jobs
+    import plan_budget
     import plan_points
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.provenance import write_csv_atomic
 
     sm = snakemake  # noqa: F821
-    job = budget_study.snapshot_job(sm)
+    job = plan_budget.snapshot_job(sm)
     config, snap, chain, name, mode, study = job.config, job.snap, job.chain, job.name, job.mode, job.fields
     device = jobs.require_device(config)
     label = f"{config['models'][chain['model']].get('label', chain['model'])} at {snap['budget']}x"

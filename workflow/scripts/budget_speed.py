@@ -3,22 +3,22 @@ the AR base's, on the same prompts in interleaved rounds in this job (``bench.ro
 bench.job_threads cores so that no other job of the run disturbs the timing."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import torch
 
     import bench_run
-    import budget_study
     import jobs
+    import plan_budget
     import plan_points
     from fastdllm_core import bench
     from fastdllm_core.provenance import write_csv_atomic
     from fastdllm_core.synthetic import user_prompts
 
     sm = snakemake  # noqa: F821
-    job = budget_study.snapshot_job(sm)
+    job = plan_budget.snapshot_job(sm)
     config, name, mode, study = job.config, job.name, job.mode, job.fields
     device = jobs.require_device(config)
     bcfg = config["bench"]

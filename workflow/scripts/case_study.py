@@ -3,15 +3,15 @@ chat template: each conversation (single-turn: one user turn) is answered turn b
 following the model's own earlier answers."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import jobs
     from analysis import paper_cases
-    from fastdllm_core.config import DecodeConfig
+    from fastdllm_core.decode_config import DecodeConfig
     from fastdllm_core.decoding import bd_generate
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.provenance import run_metadata, write_csv_atomic
 
     sm = snakemake  # noqa: F821

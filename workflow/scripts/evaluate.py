@@ -7,8 +7,8 @@ code; a point whose key matches is reused -- never a point with only ``n/a`` row
 point split into shards (``eval.shards``, rule evaluate_shard) is merged from its shards' per-item results."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     from pathlib import Path

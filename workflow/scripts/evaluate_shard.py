@@ -6,8 +6,8 @@ its answers): a shard killed (a cluster's time limit) resumes from it, skipping 
 of model, data, settings or code starts a fresh one.  Removed once the shard's file is written."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import json

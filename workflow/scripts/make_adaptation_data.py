@@ -2,8 +2,8 @@
 tokenizer of the init model (plan_data.adaptation_tokenizer); the manifest is written beside it."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     from transformers import AutoTokenizer

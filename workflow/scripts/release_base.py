@@ -3,8 +3,8 @@
 their digests), the machine and kernel path of the training, the final losses and the scores."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import json

@@ -1,8 +1,8 @@
 """Train one model (fastdllm_core.training: loop.train, launch.train_processes on CPU processes, launch.train_gpus on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _log import logged  # noqa: E402
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import csv
@@ -53,7 +53,7 @@ with logged(snakemake):  # noqa: F821
             final = train_processes(config, run_dir, sm.threads, env=env)
         elif config.train.device != "cpu" and device == "cuda":
             # one process per GPU of the allocation (every GPU of the node, every node of a SLURM allocation);
-            # train.engine: ddp / fsdp / auto (fastdllm_core.training.engine)
+            # train.engine: ddp / fsdp / auto (fastdllm_core.training.parallel)
             final = train_gpus(config, run_dir, env=env)
         else:
             final = train(config, run_dir, progress=True, data_checked=True)

@@ -8,7 +8,7 @@ the run's token store, both read it through memory maps; then a resume, which re
 the packing of the previous code path (every row and sequence in Python lists: ``build_dataset``) in one process.
 Every phase runs in a fresh process and reports its own ``ru_maxrss``.
 
-    python scripts/dev/data_memory.py --tokens 1e7 4e7 --out results/cluster/data_memory.csv
+    python scripts/cluster/data_memory.py --tokens 1e7 4e7 --out results/cluster/data_memory.csv
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def build_set(work: Path, tokens: float) -> tuple[dict, float]:
 
 def in_memory(work: Path) -> tuple[dict, float]:
     code = (f"from transformers import AutoTokenizer\nfrom fastdllm_core.training.data import build_dataset, "
-            f"read_train_files\nfrom fastdllm_core.model import ensure_mask_token\n"
+            f"read_train_files\nfrom fastdllm_core.loading import ensure_mask_token\n"
             f"tok = AutoTokenizer.from_pretrained({str(BASE)!r})\nmask = ensure_mask_token(tok)\n"
             f"ds = build_dataset(tok, read_train_files([{str(work / 'adapt.jsonl')!r}]), seq_len=256, "
             f"block_size=32, packing='pad', pad_id=mask)\nout = {{'sequences': len(ds)}}")

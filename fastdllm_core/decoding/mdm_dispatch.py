@@ -1,10 +1,10 @@
 """One entry point for the masked-diffusion samplers: :func:`mdm_generate` runs a :class:`DecodeConfig` in mode
 ``llada`` (:func:`.llada.llada_generate`), ``dream`` (:func:`.dream.dream_generate`) or ``v1``
 (:func:`.fast_dllm_v1.v1_llada` / :func:`.fast_dllm_v1.v1_dream`, by the model's logit shift) on a model loaded
-by :func:`fastdllm_core.model.load_model`, refusing a mode the model's family does not have."""
+by :func:`fastdllm_core.loading.load_model`, refusing a mode the model's family does not have."""
 from __future__ import annotations
 
-from ..config import MDM_MODES, DecodeConfig
+from ..decode_config import MDM_MODES, DecodeConfig
 from .dream import dream_generate
 from .fast_dllm_v1 import v1_dream, v1_llada
 from .llada import llada_generate

@@ -1,6 +1,6 @@
 """Write the official LLaDA / Dream / Fast-dLLM (v1) outputs on the project's tiny stand-ins as test data.
 
-    /tmp/venv-official/bin/python scripts/dev/official_dllm_outputs.py \
+    /tmp/venv-official/bin/python scripts/reference/official_dllm_outputs.py \
         --llada-repo DIR --fastdllm-repo DIR [--out tests/data/official_dllm]
 
 ``--llada-repo``: a clone of ML-GSAI/LLaDA, ``--fastdllm-repo``: a clone of NVlabs/Fast-dLLM (a checkout or a bare
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     for case in CASES:
         samples.append(run_case(ns, models, case))
         print(f"{case['name']}: done", file=sys.stderr)
-    doc = {"about": "official outputs on the project's stand-ins (scripts/dev/official_dllm_outputs.py)",
+    doc = {"about": "official outputs on the project's stand-ins (scripts/reference/official_dllm_outputs.py)",
            "commits": {"ML-GSAI/LLaDA": LLADA_COMMIT, "NVlabs/Fast-dLLM": FASTDLLM_COMMIT},
            "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
            "dtype": "float64", "logits": logits, "samples": samples}

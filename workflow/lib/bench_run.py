@@ -8,7 +8,7 @@ from typing import Callable
 
 import plan_points
 from fastdllm_core import bench
-from fastdllm_core.config import MDM_MODES, DecodeConfig
+from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
 
 
 def sweep_config(run: dict, bcfg: dict, seed: int) -> bench.SweepConfig:

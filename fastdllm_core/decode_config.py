@@ -261,7 +261,7 @@ class DecodeConfig:
                        use_sub_block_cache=m[4] == "1", eos_rule="stop" if m[5] else "fill_block", **rest)
         m = {"llada": _LLADA_RE, "dream": _DREAM_RE, "v1": _V1_RE}[mode].fullmatch(slug)
         if not m:
-            raise ValueError(f"bad decoding point {slug!r} (grammar: fastdllm_core.config)")
+            raise ValueError(f"bad decoding point {slug!r} (grammar: fastdllm_core.decode_config)")
         fields_ = {"max_new_tokens": int(m[1]), "steps": int(m[2])}
         if mode == "llada":
             fields_.update(block_size=int(m[3]), remasking={v: k for k, v in REMASKING.items()}[m[4]],

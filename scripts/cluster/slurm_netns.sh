@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Nodes of a SLURM cluster on one machine for scripts/dev/slurm_rehearsal.sh (REHEARSAL_NODES=N): each node is a
+# Nodes of a SLURM cluster on one machine for scripts/cluster/slurm_rehearsal.sh (REHEARSAL_NODES=N): each node is a
 # network namespace of its own (its own address and loopback) joined to a bridge on this machine, where the
 # controller listens, and each of its daemons runs in a UTS namespace with the node's hostname.  The nodes share the
 # file system (as a cluster's shared file system: the repository, the Hugging Face cache, munge's socket).
 #
-#   bash scripts/dev/slurm_netns.sh up N        # bridge rh-br0 (10.77.0.1/24), namespaces rh-node1..N (10.77.0.2..)
-#   bash scripts/dev/slurm_netns.sh run I CMD... # CMD in node I's namespaces (network, and hostname rh-nodeI)
-#   bash scripts/dev/slurm_netns.sh down        # removes them, and their /etc/hosts lines
+#   bash scripts/cluster/slurm_netns.sh up N        # bridge rh-br0 (10.77.0.1/24), namespaces rh-node1..N (10.77.0.2..)
+#   bash scripts/cluster/slurm_netns.sh run I CMD... # CMD in node I's namespaces (network, and hostname rh-nodeI)
+#   bash scripts/cluster/slurm_netns.sh down        # removes them, and their /etc/hosts lines
 #
 # /etc/hosts gets "10.77.0.1 rh-ctl" and "10.77.0.<I+1> rh-nodeI" (marked "# slurm_netns"), so that every node, and
 # torchrun's rendezvous on the first node, resolves the others.  Needs root (ip netns, /etc/hosts).

@@ -6,11 +6,11 @@
 # requests are refused for lack of GPUs, never for their syntax) and submitted held to a phantom 8 x A100 node that
 # never comes up (accepted, then cancelled).  Every daemon the script starts is stopped on exit.
 #
-#   bash scripts/dev/slurm_rehearsal.sh                                   # config/ci.yaml (~13 min on 2 cores)
-#   bash scripts/dev/slurm_rehearsal.sh config/paper.yaml config/rehearsal.yaml    # any --configfile list
-#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b bash scripts/dev/slurm_rehearsal.sh             # one training job (~5 min)
-#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b REHEARSAL_TIME_LIMIT=2 bash scripts/dev/slurm_rehearsal.sh  # past its limit
-#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b REHEARSAL_NODES=2 bash scripts/dev/slurm_rehearsal.sh       # on two nodes
+#   bash scripts/cluster/slurm_rehearsal.sh                                   # config/ci.yaml (~13 min on 2 cores)
+#   bash scripts/cluster/slurm_rehearsal.sh config/paper.yaml config/rehearsal.yaml    # any --configfile list
+#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b bash scripts/cluster/slurm_rehearsal.sh             # one training job (~5 min)
+#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b REHEARSAL_TIME_LIMIT=2 bash scripts/cluster/slurm_rehearsal.sh  # past its limit
+#   REHEARSAL_TRAIN_ONLY=bd_pad_1.5b REHEARSAL_NODES=2 bash scripts/cluster/slurm_rehearsal.sh       # on two nodes
 #
 # Options (environment): REHEARSAL_DIR (scratch, default /tmp/slurm-rehearsal: the cluster's state and logs, and a
 # copy of the repository's working tree -- tracked and untracked, not ignored files -- that the DAG runs in, with a
@@ -20,7 +20,7 @@
 # REHEARSAL_SNAKEMAKE_ARGS (extra arguments before --configfile, e.g. a target), REHEARSAL_TRAIN_ONLY=<model> (only
 # that model's train_model job and the jobs it needs; configs default to config/paper.yaml config/rehearsal.yaml;
 # no profiles/slurm check): the training job is then checked with
-# `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/dev/slurm_train_check.py: every
+# `sacct -j <id>` against profiles/slurm-rehearsal's train_model request (scripts/cluster/slurm_train_check.py: every
 # step COMPLETED, the nodes and CPUs asked for, one task per node, nodes x cpus_per_task training processes).
 # REHEARSAL_TIME_LIMIT=<minutes> (with REHEARSAL_TRAIN_ONLY): the job asks SLURM for that limit
 # (training_plan.job_minutes) and is sized to ~1.4 jobs of training here (its inputs built first, so that the plan --
@@ -28,12 +28,12 @@
 # before its limit, the next one resumes and finishes; checked: sacct shows both, losses and weights equal an
 # uninterrupted run's (timelimit_check.txt).
 # REHEARSAL_NODES=N (2..9, with REHEARSAL_TRAIN_ONLY): the nodes are N network namespaces of this machine (each its
-# own address, hostname, slurmd and 2 CPUs: scripts/dev/slurm_netns.sh) and the plan asks for N nodes, 2 processes
+# own address, hostname, slurmd and 2 CPUs: scripts/cluster/slurm_netns.sh) and the plan asks for N nodes, 2 processes
 # each; checked: one task on each node, world size 2N, losses against a 1-process run (nodes_check.txt).
-# Overlays and checks of both: scripts/dev/slurm_scenarios.py.  Needs root (daemons, apt-get, namespaces).
+# Overlays and checks of both: scripts/cluster/slurm_scenarios.py.  Needs root (daemons, apt-get, namespaces).
 # Output: $REHEARSAL_DIR/evidence/ (summary.txt, snakemake.log, sacct.txt, slurmctld_jobs.txt, testonly.txt,
 # profile_settings.txt: what Snakemake resolves for --profile profiles/slurm and profiles/slurm-rehearsal
-# (scripts/dev/profile_settings.py); train_sacct.txt, train_check.txt with REHEARSAL_TRAIN_ONLY).
+# (scripts/cluster/profile_settings.py); train_sacct.txt, train_check.txt with REHEARSAL_TRAIN_ONLY).
 # Exit status: the DAG run's, else 1 when the training job's check fails.
 set -euo pipefail
 
@@ -82,7 +82,7 @@ stop_daemons() {
     fi
     rm -f "$f"
   done
-  [ "$NODES" = 1 ] || bash "$REPO/scripts/dev/slurm_netns.sh" down
+  [ "$NODES" = 1 ] || bash "$REPO/scripts/cluster/slurm_netns.sh" down
   # slurmd's link to its cached configuration (configless): only when it points into this scratch directory
   case "$(readlink /run/slurm/conf 2>/dev/null)" in "$T"/*) rm -f /run/slurm/conf ;; esac
 }
@@ -216,9 +216,9 @@ for _ in $(seq 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.
 if [ "$NODES" = 1 ]; then
   env -u SLURM_CONF slurmd --conf-server "$HOST:$CTLD_PORT"
 else
-  bash "$REPO/scripts/dev/slurm_netns.sh" up "$NODES"
+  bash "$REPO/scripts/cluster/slurm_netns.sh" up "$NODES"
   for i in $(seq "$NODES"); do
-    bash "$REPO/scripts/dev/slurm_netns.sh" run "$i" env -u SLURM_CONF slurmd -N "rh-node$i" --conf-server "10.77.0.1:$CTLD_PORT"
+    bash "$REPO/scripts/cluster/slurm_netns.sh" run "$i" env -u SLURM_CONF slurmd -N "rh-node$i" --conf-server "10.77.0.1:$CTLD_PORT"
   done
 fi
 idle() { [ "$(sinfo -h -N -p "$PARTITION" -o %T 2>/dev/null | grep -cx idle)" = "$NODES" ]; }
@@ -240,7 +240,7 @@ copy_tree "$W"
 cd "$W"
 export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # the settings Snakemake resolves for both profiles (each with the workflow profile profiles/default beside it)
-if python scripts/dev/profile_settings.py profiles/slurm profiles/slurm-rehearsal >"$T/evidence/profile_settings.txt" 2>&1; then
+if python scripts/cluster/profile_settings.py profiles/slurm profiles/slurm-rehearsal >"$T/evidence/profile_settings.txt" 2>&1; then
   profiles="resolved settings of profiles/slurm and profiles/slurm-rehearsal in profile_settings.txt"
 else
   profiles="FAILED to resolve them (profile_settings.txt)"
@@ -264,13 +264,13 @@ if [ -n "$TIME_LIMIT" ]; then
   log "time-limit scenario: the training job's inputs first, then its size on this machine"
   snakemake --profile profiles/slurm-rehearsal "${TARGET[@]}" --omit-from train_model --configfile "${CONFIGFILES[@]}" \
     >"$T/evidence/snakemake_inputs.log" 2>&1 || { log "inputs failed"; tail -20 "$T/evidence/snakemake_inputs.log"; exit 1; }
-  python scripts/dev/slurm_scenarios.py timelimit-overlay "$TRAIN_ONLY" "$TIME_LIMIT" "$STOP_MARGIN" "$T/evidence/timelimit.yaml" \
+  python scripts/cluster/slurm_scenarios.py timelimit-overlay "$TRAIN_ONLY" "$TIME_LIMIT" "$STOP_MARGIN" "$T/evidence/timelimit.yaml" \
     "${CONFIGFILES[@]}" 2>"$T/evidence/timelimit_overlay.log" | tail -1 >&2
   CONFIGFILES+=("$T/evidence/timelimit.yaml")
   export FASTDLLM_STOP_MARGIN_S="$STOP_MARGIN"
 fi
 if [ "$NODES" != 1 ]; then
-  python scripts/dev/slurm_scenarios.py nodes-overlay "$TRAIN_ONLY" "$NODES" "$T/evidence/nodes.yaml"
+  python scripts/cluster/slurm_scenarios.py nodes-overlay "$TRAIN_ONLY" "$NODES" "$T/evidence/nodes.yaml"
   CONFIGFILES+=("$T/evidence/nodes.yaml")
 fi
 # shellcheck disable=SC2206
@@ -308,7 +308,7 @@ if [ -n "$TRAIN_ONLY" ]; then
     grep -E 'training processes|final checkpoint|torch.distributed|rank' "$W/$(dirname "${TARGET[0]}")/../../logs/train/$TRAIN_ONLY.log" \
       >"$T/evidence/train_log_excerpt.txt" 2>/dev/null || true
     set +e
-    python "$REPO/scripts/dev/slurm_train_check.py" "$T/evidence/train_sacct_parsable.txt" \
+    python "$REPO/scripts/cluster/slurm_train_check.py" "$T/evidence/train_sacct_parsable.txt" \
       profiles/slurm-rehearsal/config.yaml "${TARGET[0]}" "$NODES" >"$T/evidence/train_check.txt" 2>&1
     check_rc=$?
     set -e
@@ -319,7 +319,7 @@ if [ -n "$TRAIN_ONLY" ]; then
     sacct -X -n -P --starttime "$(date -d @"$start" +%Y-%m-%dT%H:%M:%S)" -o JobID,Comment,State,ExitCode,Timelimit \
       >"$T/evidence/timelimit_sacct.txt"
     set +e
-    python scripts/dev/slurm_scenarios.py timelimit-check "$TRAIN_ONLY" "$T/evidence/timelimit_sacct.txt" \
+    python scripts/cluster/slurm_scenarios.py timelimit-check "$TRAIN_ONLY" "$T/evidence/timelimit_sacct.txt" \
       "$(dirname "${TARGET[0]}")/run" .snakemake/slurm_logs/rule_train_model "$(dirname "${TARGET[0]}")/../../logs/train" \
       2>"$T/evidence/timelimit_check.log" \
       | tee "$T/evidence/timelimit_check.txt" >&2
@@ -329,7 +329,7 @@ if [ -n "$TRAIN_ONLY" ]; then
   fi
   if [ "$NODES" != 1 ]; then
     set +e
-    python scripts/dev/slurm_scenarios.py nodes-check "$(dirname "${TARGET[0]}")/run" 2>"$T/evidence/nodes_check.log" \
+    python scripts/cluster/slurm_scenarios.py nodes-check "$(dirname "${TARGET[0]}")/run" 2>"$T/evidence/nodes_check.log" \
       | tee "$T/evidence/nodes_check.txt" >&2
     [ "${PIPESTATUS[0]}" = 0 ] || check_rc=1
     set -e

@@ -164,7 +164,7 @@ def load_for_evaluation(p, config: dict, device: str):
     """``(loaded model, "")``, or ``(None, reason)`` when it cannot be loaded (a gated or missing Hub model:
     fastdllm_core.bench.unavailable.load_or_reason), so that its rows read n/a and every table still builds."""
     from fastdllm_core.bench.unavailable import load_or_reason
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
 
     loaded, reason = load_or_reason(lambda: load_model(p.source, device=device, dtype=config.get("dtype", "auto")),
                                     p.source)

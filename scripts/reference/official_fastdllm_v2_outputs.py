@@ -1,6 +1,6 @@
 """Write the official Fast-dLLM v2 ``batch_sample`` outputs on the project's Fast_dLLM_Qwen stand-in as test data.
 
-    python scripts/dev/official_fastdllm_v2_outputs.py --fastdllm-repo DIR [--out tests/data/official_dllm]
+    python scripts/reference/official_fastdllm_v2_outputs.py --fastdllm-repo DIR [--out tests/data/official_dllm]
 
 ``--fastdllm-repo``: a clone (or bare git directory) of NVlabs/Fast-dLLM, or of a fork, that holds commit
 :data:`FASTDLLM_V2_COMMIT`; ``v2/generation_functions.py`` is read at that commit (``git show``) into a temporary
@@ -12,7 +12,7 @@ object with the released model's ``forward`` keywords (``update_past_key_values`
 ``block_past_key_values``, ``replace_position``) and its greedy ``sample_with_top_p`` (softmax, argmax; the forward
 gives [MASK] no mass, see :meth:`ReleasedForward.sample_with_top_p`).  The forwards themselves are the
 stand-in's Qwen2 forwards under the block-diffusion inference mask (``fastdllm_core.masks``, a
-:class:`~fastdllm_core.decoding.engine.BlockKVCache`): the released
+:class:`~fastdllm_core.decoding.forwards.BlockKVCache`): the released
 ``modeling.py`` lives on the Hugging Face Hub (Efficient-Large-Model/Fast_dLLM_v2_7B), which this machine cannot
 reach, so what the data pins is the official *decode loop*, the part where the EOS rule lives.  The loop needs no
 particular transformers version (it imports only ``transformers.utils``; ``auto_docstring`` is made the identity
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the cases module (a site-packages "te
 
 import torch  # noqa: E402
 
-from fastdllm_core.decoding.engine import BlockKVCache  # noqa: E402
+from fastdllm_core.decoding.forwards import BlockKVCache  # noqa: E402
 from fastdllm_core.masks import attention_kwargs, inference_spec  # noqa: E402
 from fastdllm_v2_cases import (BLOCK, CASES, MAX_NEW, STANDIN_SEED, STOP_ID, WEIGHT_STD,  # noqa: E402
                                prompt_ids, sharpen)
@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     import transformers
 
-    from fastdllm_core.model import load_model
+    from fastdllm_core.loading import load_model
     from fastdllm_core.rehearsal import write_standin_model
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +163,7 @@ def main(argv=None) -> None:
     if args.only:
         return
     data = {"about": "token ids of the official Fast-dLLM v2 batch_sample decode loop on the Fast_dLLM_Qwen "
-                     "stand-in (float64; scripts/dev/official_fastdllm_v2_outputs.py); tokens: generated ids up "
+                     "stand-in (float64; scripts/reference/official_fastdllm_v2_outputs.py); tokens: generated ids up "
                      "to and including the first stop id",
             "commit": FASTDLLM_V2_COMMIT, "source": SOURCE, "stop_id": STOP_ID, "max_new_tokens": MAX_NEW,
             "standin_seed": STANDIN_SEED, "weight_std": WEIGHT_STD,

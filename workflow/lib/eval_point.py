@@ -8,7 +8,7 @@ from pathlib import Path
 import jobs
 import plan
 import plan_points
-from fastdllm_core.config import MDM_MODES, DecodeConfig
+from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
 from fastdllm_core.provenance import run_metadata
 
 

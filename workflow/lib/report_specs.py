@@ -11,7 +11,7 @@ from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also 
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
-from fastdllm_core.config import BLOCK_SIZE
+from fastdllm_core.decode_config import BLOCK_SIZE
 
 PAPER_SCALE_NOTE = {
     "tiny": "Embedded default: tiny models trained here on the synthetic suite (synth_arith stands in for GSM8K, "
@@ -90,9 +90,23 @@ def table2_provenance(config: dict) -> tuple[dict[str, str], str]:
 
 def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases: pd.DataFrame | None = None) -> T.Table:
     acc = acc if acc is not None else pd.DataFrame()
-    scale, base, abl = config["scale"], plan_points.base_decode(config), plan.role(config, "ablation_bd")
-    t = config["tables"]
     notes = [scale_note(config)]
+    if name in ("table1_main", "table2_recipe_ablation"):
+        return _model_table(name, config, acc, notes)
+    if name in ("table3_subblock_size", "table4_block_size_mismatch"):
+        return _decoding_table(name, config, acc, notes)
+    if name in ("table5_case_single_turn", "table6_case_multi_turn"):
+        cases = cases if cases is not None else pd.DataFrame()
+        title = "Table 5: single-turn case study" if name.startswith("table5") else "Table 6: multi-turn case study"
+        main_bd = plan.role(config, "main_bd")
+        return T.case_study_table(name=name, title=titled(config, title), scale=config["scale"], cases=cases,
+                                  notes=notes, model_label=f"{label(config, main_bd)} ({main_bd}, roles.main_bd)")
+    raise ValueError(f"unknown table {name!r}")
+
+
+def _model_table(name: str, config: dict, acc: pd.DataFrame, notes: list[str]) -> T.Table:
+    """Table 1 (main results) or Table 2 (recipe ablation): a row per model."""
+    scale, base, t = config["scale"], plan_points.base_decode(config), config["tables"]
     if name == "table1_main":
         rows = t["table1"]["rows"]
         groups = [dict(seed_group_spec(config, r["model"], label(config, r["model"])), paper_row=r.get("paper_row"))
@@ -103,55 +117,48 @@ def build_table(name: str, config: dict, acc: pd.DataFrame | None = None, cases:
                      "AR rows use greedy autoregressive decoding.")
         notes += pair_notes(config) + departure_notes(config, [r["model"] for r in rows])
         notes += seed_notes(config, [r["model"] for r in rows]) + limit_note(config)
-        return T.comparison_table(name=name, title=titled(config, "Table 1: main results"), scale=scale, paper_table="table1",
-                                  groups=groups, columns=cols, acc=acc, first_header="Model", notes=notes,
-                                  contrasts=table1_contrasts(rows))
-    if name == "table2_recipe_ablation":
-        suffix, prov = table2_provenance(config)
-        groups = [dict(seed_group_spec(config, r["model"], (r.get("label") or label(config, r["model"]))
-                                       + suffix.get(r["model"], "")), paper_row=r.get("paper_row"))
-                  for r in t["table2"]["rows"]]
-        cols = column_specs(config, t["table2"]["columns"], with_avg=True)
-        notes.append(prov + " Avg. is over the columns shown; the paper's Avg. is over its nine columns, so a "
-                     "mean over fewer is labelled partial and not differenced against it.")
-        notes += seed_notes(config, [r["model"] for r in t["table2"]["rows"]]) + limit_note(config)
-        return T.comparison_table(name=name, title=titled(config, "Table 2: training recipe ablation"), scale=scale,
-                                  paper_table="table2", groups=groups, columns=cols, acc=acc, first_header="Recipe",
-                                  notes=notes, contrasts=[(i, i + 1) for i in range(len(groups) - 1)])
+        return T.comparison_table(name=name, title=titled(config, "Table 1: main results"), scale=scale,
+                                  paper_table="table1", groups=groups, columns=cols, acc=acc, first_header="Model",
+                                  notes=notes, contrasts=table1_contrasts(rows))
+    suffix, prov = table2_provenance(config)
+    groups = [dict(seed_group_spec(config, r["model"], (r.get("label") or label(config, r["model"]))
+                                   + suffix.get(r["model"], "")), paper_row=r.get("paper_row"))
+              for r in t["table2"]["rows"]]
+    cols = column_specs(config, t["table2"]["columns"], with_avg=True)
+    notes.append(prov + " Avg. is over the columns shown; the paper's Avg. is over its nine columns, so a "
+                 "mean over fewer is labelled partial and not differenced against it.")
+    notes += seed_notes(config, [r["model"] for r in t["table2"]["rows"]]) + limit_note(config)
+    return T.comparison_table(name=name, title=titled(config, "Table 2: training recipe ablation"), scale=scale,
+                              paper_table="table2", groups=groups, columns=cols, acc=acc, first_header="Recipe",
+                              notes=notes, contrasts=[(i, i + 1) for i in range(len(groups) - 1)])
+
+
+def _decoding_table(name: str, config: dict, acc: pd.DataFrame, notes: list[str]) -> T.Table:
+    """Table 3 (sub-block size) or Table 4 (inference block size): a row per decoding setting of one model."""
+    scale, base, abl = config["scale"], plan_points.base_decode(config), plan.role(config, "ablation_bd")
+    t = config["tables"]
     if name == "table3_subblock_size":
         groups = [{"label": f"sub-block {s}", "model": abl, "paper_row": str(s),
                    "decode": dict(base, sub_block_size=s)} for s in t["table3"]["sub_blocks"]]
         notes.append(f"Model: {label(config, abl)} (roles.ablation_bd; the paper's Table 3 is on its 1.5B model); "
                      f"block {base['block_size']}, threshold {base['threshold']}.")
-        notes += limit_note(config, sweep=True)
-        ref = _index_of(t["table3"]["sub_blocks"], base["sub_block_size"])
-        return T.comparison_table(name=name, title=titled(config, "Table 3: sub-block size"), scale=scale, paper_table="table3",
-                                  groups=groups, columns=column_specs(config, t["table3"]["columns"]), acc=acc,
-                                  first_header="Sub-block size", notes=notes,
-                                  contrasts=[(ref, i) for i in range(len(groups)) if ref is not None and i != ref])
-    if name == "table4_block_size_mismatch":
+        ref, title, cols, header = (_index_of(t["table3"]["sub_blocks"], base["sub_block_size"]),
+                                    "Table 3: sub-block size", t["table3"]["columns"], "Sub-block size")
+    else:
+        objective = config.get("training", {}).get("objective", {})
         groups = [{"label": f"block {b}", "model": abl, "paper_row": str(b),
                    "decode": dict(base, block_size=b, sub_block_size=b)} for b in t["table4"]["block_sizes"]]
         notes.append(f"Model: {label(config, abl)} (roles.ablation_bd; the paper's Table 4 is on its 1.5B model; "
-                     "trained with block size "
-                     f"{config.get('training', {}).get('objective', {}).get('block_size', BLOCK_SIZE)}); inference block "
+                     f"trained with block size {objective.get('block_size', BLOCK_SIZE)}); inference block "
                      f"size varied, sub-block = block, threshold {base['threshold']}.")
-        notes += limit_note(config, sweep=True)
-        ref = _index_of(t["table4"]["block_sizes"], config.get("training", {}).get("objective", {}).get(
-            "block_size", base["block_size"]))
-        return T.comparison_table(name=name, title=titled(config, "Table 4: inference block size (train/inference "
-                                                                  "mismatch)"),
-                                  scale=scale, paper_table="table4", groups=groups,
-                                  columns=column_specs(config, t["table4"]["columns"]), acc=acc,
-                                  first_header="Inference block size", notes=notes,
-                                  contrasts=[(ref, i) for i in range(len(groups)) if ref is not None and i != ref])
-    if name in ("table5_case_single_turn", "table6_case_multi_turn"):
-        cases = cases if cases is not None else pd.DataFrame()
-        title = "Table 5: single-turn case study" if name.startswith("table5") else "Table 6: multi-turn case study"
-        main_bd = plan.role(config, "main_bd")
-        return T.case_study_table(name=name, title=titled(config, title), scale=scale, cases=cases, notes=notes,
-                                  model_label=f"{label(config, main_bd)} ({main_bd}, roles.main_bd)")
-    raise ValueError(f"unknown table {name!r}")
+        ref, title, cols, header = (_index_of(t["table4"]["block_sizes"],
+                                              objective.get("block_size", base["block_size"])),
+                                    "Table 4: inference block size (train/inference mismatch)",
+                                    t["table4"]["columns"], "Inference block size")
+    notes += limit_note(config, sweep=True)
+    return T.comparison_table(name=name, title=titled(config, title), scale=scale, paper_table=name[:6], groups=groups,
+                              columns=column_specs(config, cols), acc=acc, first_header=header, notes=notes,
+                              contrasts=[(ref, i) for i in range(len(groups)) if ref is not None and i != ref])
 
 
 def seed_group_spec(config: dict, model: str, text: str) -> dict:
@@ -172,7 +179,7 @@ def seed_notes(config: dict, models: list[str]) -> list[str]:
             f"(adaptation_seeds: {plan.adaptation_seeds(config)}), each evaluated on the same n items; their ± is a "
             "95% interval for another draw of seeds and items: mean ± t * sqrt(s^2/S + m(1 - m)/n), s^2 the variance "
             "between the seeds' accuracies, m the mean, t Student's 97.5% quantile at the Welch-Satterthwaite degrees "
-            "of freedom (fastdllm_core.stats.seed_interval). Other rows: the Wilson 95% interval over the n items. "
+            "of freedom (fastdllm_core.intervals.seed_interval). Other rows: the Wilson 95% interval over the n items. "
             "A difference is a finding only when the two intervals do not overlap. The decoding sweeps (Tables 3-4, "
             "Figures 4 and 6) use the first seed only."]
 

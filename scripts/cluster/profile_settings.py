@@ -3,9 +3,9 @@ parsing ``snakemake`` itself runs) makes of the explicit profile and the workflo
 is loaded beside it (its values win key by key; tests/test_profiles.py).  One YAML document per profile, the
 resources as written (``raw``: an expression stays an expression), the other settings as resolved values.
 
-    python scripts/dev/profile_settings.py profiles/slurm profiles/slurm-rehearsal   # in the repository root
+    python scripts/cluster/profile_settings.py profiles/slurm profiles/slurm-rehearsal   # in the repository root
 
-scripts/dev/slurm_rehearsal.sh writes its output to evidence/profile_settings.txt."""
+scripts/cluster/slurm_rehearsal.sh writes its output to evidence/profile_settings.txt."""
 from __future__ import annotations
 
 import argparse

@@ -1,7 +1,7 @@
 """The DAG's job list, normalised, for comparing a refactoring's before and after.
 
-    python scripts/dev/joblist.py [--configfile config/paper.yaml] [TARGET ...] > joblist.txt
-    python scripts/dev/joblist.py [--configfile ...] --compare joblist.txt     # exit 1 and a diff if it changed
+    python scripts/maintenance/joblist.py [--configfile config/paper.yaml] [TARGET ...] > joblist.txt
+    python scripts/maintenance/joblist.py [--configfile ...] --compare joblist.txt     # exit 1 and a diff if it changed
 
 Builds the DAG the way `snakemake -n --forceall` does (every job of the targets, the default target when none is
 given) and prints one line per job: rule, outputs, then every other property a run depends on (inputs, params,
@@ -19,6 +19,8 @@ from pathlib import Path
 
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the DAG imports this checkout's fastdllm_core
 
 
 def _plain(v):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .config import BLOCK_SIZE
+from .decode_config import BLOCK_SIZE
 from .hub_access import hub_guard
 from .modeling import FAMILIES, Family, release_of
 from .vocab import MASK_TOKEN
@@ -187,8 +187,9 @@ def load_model(
 ) -> LoadedModel:
     """Load model and tokenizer from a Hub id, a local directory or a ``.gguf`` file.
 
-    ``block_size`` overrides the checkpoint's ``bd_size`` (default :data:`~fastdllm_core.config.BLOCK_SIZE` when it has none).  Set
-    ``HF_HUB_OFFLINE=1`` (or ``local_files_only=True``) on machines without internet.
+    ``block_size`` overrides the checkpoint's ``bd_size`` (default
+    :data:`~fastdllm_core.decode_config.BLOCK_SIZE` when it has none).  Set ``HF_HUB_OFFLINE=1`` (or
+    ``local_files_only=True``) on machines without internet.
     """
     if not source:
         raise ValueError("model source is empty: give a Hub id, a local directory or a .gguf file")

@@ -6,7 +6,7 @@ The configurations are tiny Qwen2 models sized so that one term dominates: the l
 activations (long sequences) and the weights and optimiser (wide layers).  DDP over 2 processes (gloo) adds its
 gradient buckets.
 
-    python scripts/dev/plan_vs_measured.py --out results/cluster/plan_vs_measured.csv
+    python scripts/cluster/plan_vs_measured.py --out results/cluster/plan_vs_measured.csv
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the evaluation modules share (re-exported by :mod:`fastdllm_core.evaluation`): the task names, the prompt
+"""What the task modules share (re-exported by :mod:`fastdllm_core.evaluation`): the task names, the prompt
 styles, :class:`TaskUnavailable` and where a task's local data is looked for.  A leaf: it imports nothing of the
 package, so that :mod:`.runner`, :mod:`.tasks` and :mod:`.codeeval` need not import the package itself."""
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Run a workflow script with stdout/stderr (progress bars included) going to its Snakemake log file.
+"""Run a workflow job script with stdout/stderr (progress bars included) going to its Snakemake log file, with
+the job's thread count and the CPU kernel path pinned before torch's first kernel.
 
-Every script imports this module first; it also puts ``workflow/lib`` (the DAG plan) on the import path."""
+Every script of ``workflow/scripts/`` puts ``workflow/lib`` on the import path and imports this module first."""
 from __future__ import annotations
 
 import contextlib
@@ -8,8 +9,6 @@ import logging
 import os
 import sys
 import traceback
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
 
 
 @contextlib.contextmanager

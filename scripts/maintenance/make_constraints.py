@@ -1,6 +1,6 @@
 """Write constraints.txt: the exact installed versions of the project's dependency closure (pyproject.toml's
 dependencies with their extras, followed recursively through the installed packages' metadata), i.e. the package
-set CI tested.  Run in the environment CI passed in:  python scripts/dev/make_constraints.py > constraints.txt
+set CI tested.  Run in the environment CI passed in:  python scripts/maintenance/make_constraints.py > constraints.txt
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def closure(requirements: list[str]) -> dict[str, str]:
 def main() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pins = closure(deps)
-    print("# The package set CI tested (scripts/dev/make_constraints.py from its environment); used by .ci/run:")
+    print("# The package set CI tested (scripts/maintenance/make_constraints.py from its environment); used by "
+          ".ci/run:")
     print("#   pip install -c constraints.txt -e .")
     print("# local version labels dropped (torch==2.13.0 matches the CPU and the CUDA builds alike)")
     for name in sorted(pins):

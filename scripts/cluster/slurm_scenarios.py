@@ -1,4 +1,4 @@
-"""The SLURM rehearsal's scenarios (scripts/dev/slurm_rehearsal.sh with REHEARSAL_TRAIN_ONLY=<model>): their config
+"""The SLURM rehearsal's scenarios (scripts/cluster/slurm_rehearsal.sh with REHEARSAL_TRAIN_ONLY=<model>): their config
 overlays and their checks.
 
 Time limit (REHEARSAL_TIME_LIMIT=<minutes>): one training job longer than its time limit, finished by the job
@@ -11,16 +11,18 @@ Snakemake submits after it.
   timelimit-check: after the run: sacct's allocations of the model's train_model jobs (the first ones not
            COMPLETED, the last COMPLETED), the steps each job trained (their logs), and the run's losses and final
            weights against an uninterrupted run of the same train_config.yaml (2 processes, here, no SLURM).
+  timelimit-jobs: the sacct part of timelimit-check alone (no training; e.g. on a kept sacct output).
 Nodes (REHEARSAL_NODES=N): one training job over N nodes.
   nodes-overlay: ``training_plan`` of N nodes (2 processes each) and a global batch of 2N micro-batches, so that
            each of the 2N processes has one.
   nodes-check: the run's losses against a 1-process run of the same train_config.yaml, to the 6 printed decimals.
 Exit 1 on any failure.
 
-  python scripts/dev/slurm_scenarios.py timelimit-overlay MODEL MINUTES MARGIN_S OUT.yaml CONFIGFILE...
-  python scripts/dev/slurm_scenarios.py timelimit-check MODEL SACCT_PARSABLE RUN_DIR LOG...
-  python scripts/dev/slurm_scenarios.py nodes-overlay MODEL N OUT.yaml
-  python scripts/dev/slurm_scenarios.py nodes-check RUN_DIR
+  python scripts/cluster/slurm_scenarios.py timelimit-overlay MODEL MINUTES MARGIN_S OUT.yaml CONFIGFILE...
+  python scripts/cluster/slurm_scenarios.py timelimit-check MODEL SACCT_PARSABLE RUN_DIR LOG...
+  python scripts/cluster/slurm_scenarios.py timelimit-jobs MODEL SACCT_PARSABLE
+  python scripts/cluster/slurm_scenarios.py nodes-overlay MODEL N OUT.yaml
+  python scripts/cluster/slurm_scenarios.py nodes-check RUN_DIR
 
 SACCT_PARSABLE: `sacct -X -n -P -o JobID,Comment,State,ExitCode,Timelimit`; LOG: a log file, or a directory searched
 for *.log.
@@ -119,9 +121,25 @@ def job_problems(sacct_text: str, model: str) -> tuple[list[tuple[str, ...]], li
     return jobs, []
 
 
-def check(model: str, sacct_file: str, run_dir: str, *logs: str) -> int:
+def _jobs(model: str, sacct_file: str) -> tuple[list[tuple[str, ...]], list[str]]:
+    """:func:`job_problems` of ``sacct_file``, the jobs printed."""
     jobs, fails = job_problems(Path(sacct_file).read_text(), model)
     print("train_model jobs (JobID State ExitCode Timelimit):", *(" ".join(j) for j in jobs), sep="\n  ")
+    return jobs, fails
+
+
+def jobs_check(model: str, sacct_file: str) -> int:
+    """The sacct part of :func:`check` alone: exit status 1 and every problem printed when the jobs are not some
+    stopped ones then a COMPLETED one."""
+    jobs, fails = _jobs(model, sacct_file)
+    for f in fails:
+        print("TIME-LIMIT CHECK FAILED:", f)
+    print("train_model jobs: " + ("FAILED" if fails else f"passed ({len(jobs)} jobs, the last COMPLETED)"))
+    return 1 if fails else 0
+
+
+def check(model: str, sacct_file: str, run_dir: str, *logs: str) -> int:
+    jobs, fails = _jobs(model, sacct_file)
     for log in [f for p in map(Path, logs) for f in (sorted(p.glob("**/*.log")) if p.is_dir() else [p])]:
         text = log.read_text(errors="replace") if log.is_file() else ""  # each job's executor log, the rule's log
         for ck in dict.fromkeys(re.findall(r"the next attempt resumes from (\S+)", text)):
@@ -188,6 +206,8 @@ if __name__ == "__main__":
         overlay(args[0], int(args[1]), float(args[2]), args[3], args[4:])
     elif cmd == "timelimit-check" and len(args) >= 4:
         sys.exit(check(*args))
+    elif cmd == "timelimit-jobs" and len(args) == 2:
+        sys.exit(jobs_check(*args))
     elif cmd == "nodes-overlay" and len(args) == 3:
         nodes_overlay(args[0], int(args[1]), args[2])
     elif cmd == "nodes-check" and len(args) == 1:

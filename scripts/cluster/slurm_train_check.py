@@ -1,6 +1,6 @@
-"""Check one ``train_model`` SLURM job of scripts/dev/slurm_rehearsal.sh against the shape its profile asked for.
+"""Check one ``train_model`` SLURM job of scripts/cluster/slurm_rehearsal.sh against the shape its profile asked for.
 
-    python scripts/dev/slurm_train_check.py SACCT_P PROFILE TRAINING_METRICS_CSV [NODES]
+    python scripts/cluster/slurm_train_check.py SACCT_P PROFILE TRAINING_METRICS_CSV [NODES]
 
 ``SACCT_P``: ``sacct -j <id> -n -P --format=JobID,JobName,NNodes,NTasks,AllocCPUS,State`` of the job (allocation and
 every step); ``PROFILE``: the profile's config.yaml (``set-resources.train_model``: ``nodes``, default 1, and

@@ -1,7 +1,7 @@
 """Running one planned run of a sweep on its prompts, in consecutive batches."""
 from __future__ import annotations
 
-from ..config import MDM_MODES, STATIC_PATHS, DecodeConfig
+from ..decode_config import MDM_MODES, STATIC_PATHS, DecodeConfig
 from ..decoding import GenerationOutput, GenerationStats, ar_generate, bd_generate, mdm_generate
 from .grid import SweepConfig
 from .hooks import ForcedAcceptance, ForwardTimer

@@ -1,5 +1,5 @@
 """What the masked-diffusion samplers share (:mod:`.llada`, :mod:`.dream`, :mod:`.fast_dllm_v1`): the batch layout,
-full-attention forwards (uncached, or against a :class:`~.engine.BlockKVCache` of the whole sequence), the token
+full-attention forwards (uncached, or against a :class:`~.forwards.BlockKVCache` of the whole sequence), the token
 rules they mirror, and counting.
 
 Layout: prompts are left-padded to the longest (pad keys are masked out of attention, positions stay absolute,
@@ -19,8 +19,8 @@ import time
 import torch
 
 from .common import _check_prompts, _sync, cache_kwarg, fit_context, model_context, trim_at_stop
-from .engine import BlockKVCache
-from .stats import GenerationOutput, GenerationStats
+from .forwards import BlockKVCache
+from .outputs import GenerationOutput, GenerationStats
 
 
 def full_attention_kwargs(model, key_valid: torch.Tensor | None, q_len: int, kv_len: int, batch: int = 1,
@@ -28,7 +28,7 @@ def full_attention_kwargs(model, key_valid: torch.Tensor | None, q_len: int, kv_
     """Keyword arguments for a stock model to attend to every key (``key_valid [B, kv_len]``: only those).
 
     A 4D mask is handed over as ``attention_mask`` (Llama and Qwen2 both take a prepared 4D mask as it is); with
-    no padding and ``config.is_causal`` false (set by :func:`fastdllm_core.model.load_model` for masked-diffusion
+    no padding and ``config.is_causal`` false (set by :func:`fastdllm_core.loading.load_model` for masked-diffusion
     releases) and no cache, no mask at all, with SDPA told that it is not causal (a cached forward always gets the
     4D mask: transformers would otherwise ask the cache for offsets the project's block cache does not keep)."""
     impl = getattr(model.config, "_attn_implementation", None) or "sdpa"
