@@ -135,3 +135,18 @@ def _mark(mine: dict, theirs: dict) -> str:
     what = "not beyond noise" if theirs["verdict"] != "beyond noise" else claim(theirs)
     what = f"fragile: {what}" if mine["verdict"] == "beyond noise" else what
     return f" [{what} on {theirs['cpu']}, run of {theirs['commit'][:7]}]"
+
+
+def marks(page: str) -> list[dict]:
+    """The marks :func:`marked` put on a page, in page order: ``{comparison, column, mark, fragile}`` (``fragile``:
+    the page calls the column beyond noise and the other run did not agree)."""
+    out, inside = [], False
+    for line in page.splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == COMPARISONS
+        m = _LINE.match(line) if inside else None
+        for p in (m["body"].split("; ") if m else []):
+            for mark in _MARK.findall(p):
+                out.append({"comparison": m["cmp"], "column": _PART.fullmatch(_MARK.sub("", p))["col"],
+                            "mark": mark.strip(), "fragile": mark.startswith(" [fragile:")})
+    return out

@@ -2,13 +2,15 @@
 config (``workflow/lib/report_specs.summary_spec``).
 
 Every number the README quotes about the embedded default comes from this page: the DAG writes it as
-``results/<scale>/summary.md`` (rule ``summary``), and ``scripts/update_results_doc.py`` copies the page of a clean
-run of one commit to ``docs/embedded_default_results.md`` and its first sections into the README.  The page has
-three kinds of sections:
+``results/<scale>/summary.md`` with its picture ``summary.png`` beside it (rule ``summary``), and
+``scripts/update_results_doc.py`` copies both of a clean run of one commit to ``docs/`` and the page's findings,
+picture and accuracy means into the README.  The page has four kinds of sections:
 
-* the findings (accuracy with intervals, the comparisons and their verdicts, the decoding sweeps, final training
-  losses): the same code on the same kernel path gives the same text (:func:`comparable_text`);
-* ``## Provenance``: the commit, versions and machine of the run;
+* ``## Findings``: one sentence per comparison and one from the batch sweep's timing rounds
+  (:mod:`analysis.summary_findings`), restating the sections below in words;
+* the measurements (accuracy with intervals, the comparisons and their verdicts, the decoding sweeps, final
+  training losses): the same code on the same kernel path gives the same text (:func:`comparable_text`);
+* ``## Provenance``: the commit, versions and machine of the run, and the picture's sha256;
 * ``## Speed (timing)`` and ``## Training speed (timing)``: tokens per second and wall times, which vary from run to
   run and are never compared.
 """
@@ -19,11 +21,16 @@ import pandas as pd
 from fastdllm_core.intervals import wilson_pct
 
 from .results_io import lookup, measured_on, select
+from .summary_findings import findings_section, interval_text, judge
 from .tables import group_decode, seed_mean
 
-PROVENANCE, TIMING, TRAINING_SPEED = "## Provenance", "## Speed (timing)", "## Training speed (timing)"
-NOT_COMPARED = (PROVENANCE, TIMING, TRAINING_SPEED)  # vary from run to run: never compared between runs
+FINDINGS, PROVENANCE = "## Findings", "## Provenance"
+TIMING, TRAINING_SPEED = "## Speed (timing)", "## Training speed (timing)"
+# never compared between runs: provenance and timing vary from run to run; the findings restate the compared
+# sections below them in words (and add the timing rounds' verdict), and pages made before them have none
+NOT_COMPARED = (FINDINGS, PROVENANCE, TIMING, TRAINING_SPEED)
 NA = "n/a"
+PICTURE_LINE = "- picture: "
 
 
 # ------------------------------------------------------------------------------------------------- cells
@@ -58,7 +65,7 @@ def average_cell(parts: list[dict]) -> dict:
 def cell(c: dict, per_seed: bool = False) -> str:
     if c.get("mean") is None:
         return NA
-    text = f"{c['mean']:.1f} ± {(c['hi'] - c['lo']) / 2:.1f}"
+    text = interval_text(c)
     if per_seed and len(c["values"]) > 1:
         text += " [" + " / ".join(f"{v:.1f}" for v in c["values"]) + "]"
     return text
@@ -66,11 +73,15 @@ def cell(c: dict, per_seed: bool = False) -> str:
 
 def verdict(a: dict, b: dict) -> str:
     """``b - a`` and whether it is a finding: the two 95% intervals do not overlap."""
-    if a.get("mean") is None or b.get("mean") is None:
+    j = judge(a, b)
+    if j is None:
         return NA
-    d = b["mean"] - a["mean"]
-    apart = a["hi"] < b["lo"] or b["hi"] < a["lo"]
-    return f"{d:+.1f} ({'higher' if d > 0 else 'lower'}, beyond noise)" if apart else f"{d:+.1f} (within noise)"
+    return f"{j['d']:+.1f} ({j['direction']}, beyond noise)" if j["apart"] else f"{j['d']:+.1f} (within noise)"
+
+
+def item_counts(cells: dict) -> list[int]:
+    """The test-item counts of the page's cells."""
+    return sorted({c.get("n") for c in cells.values() if c.get("n")})
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -84,7 +95,7 @@ def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
     rows = []
     for g in spec["groups"]:
         rows.append([g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols])
-    ns = sorted({c.get("n") for c in cells.values() if c.get("n")})
+    ns = item_counts(cells)
     out = ["## Accuracy (Tables 1 and 2)", "",
            f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']} "
            f"Avg.: the mean of the {len(cols) - 1} columns before it (the paper's Table 1 Avg. also counts GPQA), "
@@ -147,19 +158,24 @@ def _training(spec: dict, train: pd.DataFrame) -> list[str]:
     return out + _table(["model", "recipe", "steps", "loss"], rows)
 
 
-def _provenance(spec: dict, frames: list[pd.DataFrame], fingerprint: str) -> list[str]:
+def _provenance(spec: dict, frames: list[pd.DataFrame], fingerprint: str,
+                picture: tuple[str, str] | None) -> list[str]:
     def values(col):
         vs = sorted({str(v) for d in frames if col in d.columns for v in d[col].dropna().unique() if str(v)})
         return ", ".join(vs) or NA
 
-    return [PROVENANCE, "",
-            f"- commit: {values('git_commit')}",
-            f"- source fingerprint: {fingerprint or NA} (fastdllm_core.provenance.source_fingerprint of the code that ran)",
-            f"- scale: {spec['scale']}",
-            f"- CPU: {values('cpu')}; kernel path: {values('cpu_isa')} (MKL_CBWR={values('mkl_cbwr')})",
-            f"- torch {values('torch_version')}, transformers {values('transformers_version')}, "
-            f"python {values('python_version')}",
-            f"- devices: {values('device_type')} ({values('device_name')})"]
+    out = [PROVENANCE, "",
+           f"- commit: {values('git_commit')}",
+           f"- source fingerprint: {fingerprint or NA} (fastdllm_core.provenance.source_fingerprint of the code that ran)",
+           f"- scale: {spec['scale']}",
+           f"- CPU: {values('cpu')}; kernel path: {values('cpu_isa')} (MKL_CBWR={values('mkl_cbwr')})",
+           f"- torch {values('torch_version')}, transformers {values('transformers_version')}, "
+           f"python {values('python_version')}",
+           f"- devices: {values('device_type')} ({values('device_name')})"]
+    if picture:  # its bytes depend on matplotlib and its fonts, so it is recorded here, never compared
+        out.append(f"{PICTURE_LINE}{picture[0]}, sha256 {picture[1]} (analysis/fig_findings.py, drawn from this "
+                   "page's accuracy cells)")
+    return out
 
 
 def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]) -> list[str]:
@@ -190,28 +206,38 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     return out
 
 
-def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.DataFrame,
-                  timing_lines: list[str] | None = None, fingerprint: str = "") -> str:
-    """The page (Markdown).  ``timing_lines``: extra lines for the timing section (the DAG's wall time);
-    ``fingerprint``: the source fingerprint of the code that made the results."""
+def summary_cells(spec: dict, acc: pd.DataFrame) -> tuple[dict, dict]:
+    """(the spec with the Avg. column added, ``{(model, column id): cell}``) of the page's accuracy table: what the
+    accuracy, comparisons and findings sections and the picture (analysis/fig_findings.py) are drawn from."""
     cells = {(g["model"], c["id"]): measure(acc, g["members"], c["task"], c["metric"], group_decode(g, c["task"]))
              for g in spec["groups"] for c in spec["columns"]}
     for g in spec["groups"]:
         cells[(g["model"], "avg")] = average_cell([cells[(g["model"], c["id"])] for c in spec["columns"]])
-    spec = dict(spec, columns=list(spec["columns"]) + [{"id": "avg", "title": "Avg."}])
+    return dict(spec, columns=list(spec["columns"]) + [{"id": "avg", "title": "Avg."}]), cells
+
+
+def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.DataFrame,
+                  timing_lines: list[str] | None = None, fingerprint: str = "",
+                  picture: tuple[str, str] | None = None) -> str:
+    """The page (Markdown).  ``timing_lines``: extra lines for the timing section (the DAG's wall time);
+    ``fingerprint``: the source fingerprint of the code that made the results; ``picture``: (file name, sha256)
+    of the findings' picture drawn beside the page, recorded in its provenance."""
+    spec, cells = summary_cells(spec, acc)
     lines = [f"# {spec['title']}", "", spec["intro"], ""]
+    lines += findings_section(spec, cells, thr, item_counts(cells)) + [""]
     lines += _accuracy(spec, acc, cells) + [""]
     lines += _comparisons(spec, cells) + [""]
     lines += _sweeps(spec, acc)
     lines += _training(spec, train) + [""]
-    lines += _provenance(spec, [acc, thr, train], fingerprint) + [""]
+    lines += _provenance(spec, [acc, thr, train], fingerprint, picture) + [""]
     lines += _timing(spec, thr, train, timing_lines or [])
     return "\n".join(lines).rstrip() + "\n"
 
 
 def comparable_text(md: str) -> str:
-    """The page without its provenance and timing sections: equal for two runs of the same code on the same
-    kernel path (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py --check`` compare)."""
+    """The page without its findings, provenance and timing sections (:data:`NOT_COMPARED`): equal for two runs of
+    the same code on the same kernel path, and comparable with a page made before the findings section existed
+    (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py --check`` compare)."""
     out, skip = [], False
     for line in md.splitlines():
         if line.startswith("## "):
@@ -237,4 +263,13 @@ def fingerprint_of(md: str) -> str | None:
     for line in md.splitlines():
         if line.startswith("- source fingerprint: "):
             return line.split(": ", 1)[1].split()[0]
+    return None
+
+
+def picture_of(md: str) -> tuple[str, str] | None:
+    """(file name, sha256) of the picture a page records (None when it records none)."""
+    for line in md.splitlines():
+        if line.startswith(PICTURE_LINE):
+            name, _, rest = line[len(PICTURE_LINE):].partition(", sha256 ")
+            return name, rest.split()[0]
     return None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.findings import FIELDS, claim, cpu_of, differences, findings, marked, rows, run_of, unmarked
+from analysis.fig_findings import sha256_of
+from analysis.findings import FIELDS, claim, cpu_of, differences, findings, marked, marks, rows, run_of, unmarked
 from analysis.summary import comparable_text, section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +147,7 @@ def _amd_rows(page: str) -> list[dict]:
     return out
 
 
-def test_fragile_marks_where_another_cpu_disagrees():
+def test_fragile_marks_where_another_cpu_disagrees(tmp_path):
     page = _page()
     amd = _amd_rows(page)
     m = marked(page, amd)
@@ -159,7 +160,12 @@ def test_fragile_marks_where_another_cpu_disagrees():
     # the marks change nothing else: findings, the page without them, and marking again
     assert unmarked(m) == page and findings(m) == findings(page) and marked(m, amd) == m
     assert comparable_text(unmarked(m)) == comparable_text(page)
-    assert _script().readme_block(m).count(mark) == 5
+    # the README block (findings, not the comparison lines) says how many columns are marked, and where
+    with_findings = marked(_with_findings(page, tmp_path / "p.png"), amd)
+    assert "- **Across CPUs:** a run of the same code on AMD EPYC 7B13 judged 5 comparison column(s) differently (5 " \
+           "fragile: beyond noise here, judged otherwise there)" in _script().readme_block(with_findings)
+    assert "Across CPUs" not in _script().readme_block(unmarked(with_findings))
+    assert [(k["column"], k["fragile"]) for k in marks(m)][:1] == [("MATH", True)] and marks(page) == []
     # rows of the page's own CPU never mark it; a run that agrees leaves the page as it is
     assert marked(page, [{**r, "cpu": run_of(page)["cpu"]} for r in amd]) == page
     assert marked(page, [{**r, "cpu": "AMD EPYC 7B13"} for r in rows(page)]) == page
@@ -257,11 +263,23 @@ def test_a_column_without_a_value_and_the_export_command(tmp_path, capsys):
     assert got == rows(page)
 
 
+def _with_findings(page: str, png: Path) -> str:
+    """The page as the DAG writes it now: a findings section first, and the picture ``png`` (written here) recorded
+    in its provenance."""
+    png.write_bytes(b"a picture")
+    acc = "## Accuracy (Tables 1 and 2)"
+    page = page.replace(acc, "## Findings\n\n- **b vs a:** within noise on every column (Avg. 1.0 ± 1.0 against "
+                             f"1.0 ± 1.0, +0.0).\n\n{acc}", 1)
+    devices = next(ln for ln in page.splitlines() if ln.startswith("- devices: "))
+    return page.replace(devices, f"{devices}\n- picture: {png.name}, sha256 {sha256_of(png)}", 1)
+
+
 def test_mark_rewrites_the_page_and_the_readme_block_and_notes_other_code(tmp_path, monkeypatch, capsys):
     """Only a run of the same code (source fingerprint) on another CPU marks the page; a run of other code is
     named in a note and marks nothing (its differences could come from the code)."""
     mod = _script()
-    page = _page()
+    page = _with_findings(_page(), tmp_path / "results.png")
+    monkeypatch.setattr(mod, "DOC_PNG", tmp_path / "results.png")
     doc, readme, found = tmp_path / "results.md", tmp_path / "README.md", tmp_path / "findings.csv"
     doc.write_text(page)
     readme.write_text(f"intro\n{mod.BEGIN}\nold\n{mod.END}\ntail\n")
@@ -278,4 +296,10 @@ def test_mark_rewrites_the_page_and_the_readme_block_and_notes_other_code(tmp_pa
     assert doc.read_text() == marked(page, _amd_rows(page)) != page
     assert "AMD EPYC 9004" not in doc.read_text()
     assert readme.read_text() == f"intro\n{mod.BEGIN}\n{mod.readme_block(doc.read_text())}{mod.END}\ntail\n"
-    assert readme.read_text().count("[fragile: not beyond noise on AMD EPYC 7B13, run of 0123456]") == 5
+    assert "- **Across CPUs:** a run of the same code on AMD EPYC 7B13 judged 5 comparison column(s)" in \
+        readme.read_text()
+    # a page made before the findings existed cannot be re-marked: refused before anything is written
+    doc.write_text(_page())
+    with pytest.raises(SystemExit, match="no '## Findings' section"):
+        mod.main(["--mark"])
+    assert doc.read_text() == _page()

@@ -1,5 +1,5 @@
-"""Numbers that match the commit: the committed results page was made by the committed code, the README quotes it
-verbatim, and the page is a pure function of the results CSVs."""
+"""Numbers that match the commit: the committed results page was made by the committed code, its picture is the one
+the page records, the README block is made from them, and the page is a pure function of the results CSVs."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -7,11 +7,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.summary import build_summary, comparable_text, fingerprint_of, section
+from analysis.fig_findings import draw_findings, sha256_of
+from analysis.findings import findings
+from analysis.summary import build_summary, comparable_text, fingerprint_of, picture_of, section
 from fastdllm_core.provenance import source_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "embedded_default_results.md"
+DOC_PNG = ROOT / "docs" / "embedded_default_results.png"
+KEPT = ROOT / "results" / "cross_cpu" / "intel_xeon_11322d2"  # a full run's CSVs and its (older-format) page
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 
@@ -32,11 +36,19 @@ def test_the_committed_results_page_was_made_by_the_committed_code():
         "and commit what it writes.")
 
 
-def test_the_readme_quotes_the_page_verbatim():
+def test_the_readme_block_is_made_from_the_page():
     mod = _update_script()
     readme = (ROOT / "README.md").read_text()
     block = readme.split(mod.BEGIN, 1)[1].split(mod.END, 1)[0]
     assert block.strip() == mod.readme_block(DOC.read_text()).strip()
+
+
+def test_the_committed_picture_is_the_one_the_page_records():
+    recorded = picture_of(DOC.read_text())
+    assert recorded is not None, f"{DOC.relative_to(ROOT)} records no picture: regenerate it"
+    assert DOC_PNG.is_file() and sha256_of(DOC_PNG) == recorded[1], (
+        f"{DOC_PNG.relative_to(ROOT)} is not the picture {DOC.relative_to(ROOT)} records ({recorded[1]}): a picture "
+        "of another run. Run `python scripts/update_results_doc.py` and commit what it writes.")
 
 
 def test_source_fingerprint_ignores_comments_and_docstrings_not_code(tmp_path):
@@ -104,17 +116,115 @@ def test_summary_page_is_a_pure_function_of_the_csvs_and_says_what_is_a_finding(
     assert "Table 2: the recipe against the row above" in comps
     assert "### Table 3: sub-block size" in page and "reference" in page
     assert fingerprint_of(page) == "f00" and "- commit: abc" in page
-    # provenance and timing are not part of what two runs must agree on
+    assert page.split("\n## ")[1].startswith("Findings\n")  # the first section
+    assert "- **Fast-dLLM v2 recipe (tiny) vs the AR base:** " in section(page, "## Findings")
+    assert picture_of(page) is None and "- picture:" not in page
+    assert picture_of(build_summary(spec, acc, pd.DataFrame(), train, picture=("s.png", "cd" * 32))) == \
+        ("s.png", "cd" * 32)
+    # findings (restating the sections below), provenance and timing are not what two runs must agree on
     other = page.replace("- commit: abc", "- commit: def").replace("tokens/s", "tok/s")
-    assert comparable_text(other) == comparable_text(page)
+    assert comparable_text(other) == comparable_text(page) and "## Findings" not in comparable_text(page)
     assert comparable_text(page.replace("62.5 ± ", "62.6 ± ")) != comparable_text(page)
 
 
-@pytest.mark.parametrize("heading", ["## Accuracy (Tables 1 and 2)", "## Comparisons"])
-def test_readme_block_has_the_page_sections(heading):
+def _spec():
+    import yaml
+
+    import plan
+    import report_specs
+
+    return report_specs.summary_spec(plan.expand_seeds(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())))
+
+
+TIMING = {"cores": 2, "git_commit": "0123456789abcdef", "idle_wall_s": 1976.4, "cpu": "Some CPU",
+          "second_invocation_nothing_to_do": True}
+
+
+def test_readme_block_is_the_findings_picture_means_and_wall_time():
     mod = _update_script()
-    page = f"# t\n\n{heading}\n\nbody\n\n## Provenance\n\n- commit: x\n"
-    other = "## Comparisons" if heading.startswith("## Acc") else "## Accuracy (Tables 1 and 2)"
-    page += f"\n{other}\n\nmore\n"
+    page = build_summary(_spec(), _acc_rows(), pd.DataFrame(), pd.DataFrame(), fingerprint="f00",
+                         picture=("summary.png", "ab" * 32))
+    page = mod.add_wall_time(page, TIMING)
     block = mod.readme_block(page)
-    assert "### " + heading[3:] in block and "body" in block and "commit" not in block
+    assert block.startswith("### Findings\n") and section(page, "## Findings")[len("## Findings"):].strip() in block
+    assert "\n![" in block and "](docs/embedded_default_results.png)" in block
+    means = [ln for ln in section(page, "## Accuracy (Tables 1 and 2)").splitlines() if ln.startswith("|")]
+    per_seed = means[10:]  # the rows of the page's second table: per seed (5 rows of 3 seeds)
+    assert len(means) == 2 + 6 + 2 + 5 and "| Avg. |" in means[0]
+    assert "\n".join(means[:8]) in block and not any(ln in block for ln in per_seed)
+    assert "Beyond noise:" not in block and "source fingerprint" not in block and "Table 3" not in block
+    assert block.rstrip().endswith("provenance: [docs/embedded_default_results.md](docs/embedded_default_results.md).")
+    assert "1976 s wall on 2 cores (Some CPU)" in block and "commit 0123456789ab" in block
+    # without the run's wall time (a page of --from): said so, never a number from elsewhere
+    assert "wall time is not on this page" in mod.readme_block(build_summary(
+        _spec(), _acc_rows(), pd.DataFrame(), pd.DataFrame(), picture=("summary.png", "ab" * 32)))
+
+
+def test_readme_block_refuses_a_page_made_before_the_findings():
+    mod = _update_script()
+    with pytest.raises(SystemExit, match="no '## Findings' section"):
+        mod.readme_block((ROOT / "tests" / "data" / "results_page_fd91a64.md").read_text())
+    page = build_summary(_spec(), _acc_rows(), pd.DataFrame(), pd.DataFrame())  # no picture recorded
+    with pytest.raises(SystemExit, match="no '- picture:' record"):
+        mod.readme_block(page)
+
+
+def _kept_page(**kw) -> str:
+    from analysis.results_io import load_csv, load_throughput
+
+    return build_summary(_spec(), load_csv(KEPT / "accuracy.csv"), load_throughput(KEPT / "throughput.csv"),
+                         load_csv(KEPT / "training_metrics.csv"), **kw)
+
+
+def test_check_compares_a_page_with_findings_and_one_made_before(tmp_path, capsys):
+    mod = _update_script()
+    new = tmp_path / "summary.md"
+    new.write_text(_kept_page(fingerprint="f00", picture=("summary.png", "ab" * 32)))
+    old = KEPT / "summary.md"  # the same run's page, written before pages had findings
+    assert "## Findings" in new.read_text() and "## Findings" not in old.read_text()
+    assert mod.check(new, old) == 0 and mod.check(old, new) == 0
+    assert findings(new.read_text()) == findings(old.read_text())
+    moved = tmp_path / "moved.md"
+    moved.write_text(new.read_text().replace("| 87.1 ± 4.1 | 87.1 ± 4.1 |", "| 87.2 ± 4.1 | 87.1 ± 4.1 |", 1))
+    assert mod.check(moved, old) == 3
+
+
+def _run_dir(tmp_path, mod) -> Path:
+    run = tmp_path / "run" / "tiny"
+    run.mkdir(parents=True)
+    rows = [{"label": "recipe", "baseline": "AR", "gap": -15.3, "noise": 5.3, "verdict": "beyond noise",
+             "paper_label": "p", "paper_gap": 1.2, "columns": 8}]
+    sha = draw_findings(rows, run / "summary.png")
+    page = build_summary(_spec(), _acc_rows(), pd.DataFrame(), pd.DataFrame(), fingerprint="f00",
+                         picture=("summary.png", sha))
+    (run / "summary.md").write_text(page)
+    return run.parent
+
+
+def test_from_writes_the_page_its_picture_and_the_readme_block(tmp_path, monkeypatch):
+    mod = _update_script()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    monkeypatch.setattr(mod, "DOC", docs / "embedded_default_results.md")
+    monkeypatch.setattr(mod, "DOC_PNG", docs / "embedded_default_results.png")
+    monkeypatch.setattr(mod, "README", tmp_path / "README.md")
+    monkeypatch.setattr(mod, "FINDINGS", tmp_path / "findings_by_cpu.csv")
+    monkeypatch.setattr(mod, "source_fingerprint", lambda root: "f00")
+    (tmp_path / "README.md").write_text(f"# r\n\nprose\n\n{mod.BEGIN}\nold\n{mod.END}\n\nmore prose\n")
+    run = _run_dir(tmp_path, mod)
+    assert mod.main(["--from", str(run)]) == 0
+    page = mod.DOC.read_text()
+    assert mod.DOC_PNG.read_bytes() == (run / "tiny" / "summary.png").read_bytes()
+    assert picture_of(page) == ("embedded_default_results.png", sha256_of(mod.DOC_PNG))
+    readme = mod.README.read_text()
+    assert readme.startswith("# r\n\nprose\n\n") and readme.endswith(f"{mod.END}\n\nmore prose\n")
+    assert mod.readme_block(page) in readme and "\nold\n" not in readme
+    assert mod.main(["--mark"]) == 0 and mod.DOC.read_text() == page  # re-marking keeps the committed picture
+    # a picture of another run: refused, nothing written
+    (run / "tiny" / "summary.png").write_bytes(b"another picture")
+    with pytest.raises(SystemExit, match="the picture of another run"):
+        mod.main(["--from", str(run)])
+    assert mod.DOC.read_text() == page and mod.README.read_text() == readme
+    mod.DOC_PNG.write_bytes(b"another picture")
+    with pytest.raises(SystemExit, match="the picture of another run"):
+        mod.main(["--mark"])

@@ -204,19 +204,30 @@ def _check_baselines(config: dict) -> None:
     dataset and budget, and the relations the config cannot show need a ``relation_note``."""
     for i, row in enumerate(config["tables"]["table1"]["rows"]):
         if row.get("baseline") is None:
-            for k in ("relation", "relation_note"):
+            for k in ("relation", "relation_note", "paper_baseline"):
                 if k in row:
                     _fail(f"tables.table1.rows[{i}].{k}", "a relation describes the pair with a baseline: set "
                                                          "baseline too")
             continue
+        _check_paper_baseline(i, row)
         try:
             pairs.check_pair(config, i, row)
         except pairs.PairError as exc:
             _fail(exc.field, exc.message)
     for i, row in enumerate(config["tables"]["table2"]["rows"]):
-        if row.get("baseline") or "relation" in row or "relation_note" in row:
+        if row.get("baseline") or {"relation", "relation_note", "paper_baseline"} & set(row):
             _fail(f"tables.table2.rows[{i}].baseline", "only Table 1 rows have a baseline (Table 2 compares "
                                                        "each recipe with the row above)")
+
+
+def _check_paper_baseline(i: int, row: dict) -> None:
+    """A Table 1 row's ``paper_baseline`` names a row of the paper's Table 1 (analysis/paper_values.py)."""
+    from analysis import paper_values
+
+    base = row.get("paper_baseline")
+    if base is not None and paper_values.row_info("table1", base) is None:
+        _fail(f"tables.table1.rows[{i}].paper_baseline", f"{base!r} is not a row of the paper's Table 1 (one of: "
+                                                         f"{', '.join(paper_values.rows_of('table1'))})")
 
 
 def _check_figures_and_tasks(config: dict) -> None:

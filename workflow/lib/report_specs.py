@@ -7,6 +7,7 @@ import pandas as pd
 import pairs
 import plan
 import plan_points
+import summary_pairs
 from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
 from analysis import figures as F
 from analysis import tables as T
@@ -384,7 +385,10 @@ def summary_spec(config: dict) -> dict:
         "interval_note": " ".join(seed_notes(config, models)),
         "comparisons": summary_comparisons(config),
         "sweeps": summary_sweeps(config),
+        "gaps": summary_pairs.gap_rows(config), "banner": REHEARSAL_LABEL if is_rehearsal(config) else None,
+        "ar_base": plan.role(config, "main_ar"),
         "speed": {"sweep": "batch", "models": sp_models, "batches": config["figures"]["batch"]["batches"],
+                  "pair": summary_pairs.speed_pair(config),
                   "note": f"diffusion at threshold {sd['threshold']:g}, sub-block cache "
                           f"{'on' if sd['use_sub_block_cache'] else 'off'}, {bench_paths(config)}; "
                           f"{config['bench']['num_prompts']} prompts, "

@@ -69,14 +69,17 @@ rule paper_values:
 
 
 rule summary:
-    """What this run found, on one page (every number the README quotes, with the commit it came from):
-    results/<scale>/summary.md; scripts/update_results_doc.py copies a clean run's page into docs/ and the README."""
+    """What this run found, on one page (every number the README quotes, with the commit it came from) and one
+    picture of its findings beside it: results/<scale>/summary.md and summary.png (the page records the picture's
+    sha256); scripts/update_results_doc.py copies both of a clean run into docs/ and their first part into the
+    README."""
     input:
         acc=f"{R}/accuracy.csv",
         thr=f"{R}/throughput.csv",
         train=f"{R}/training_metrics.csv",
     output:
-        f"{R}/summary.md",
+        md=f"{R}/summary.md",
+        png=f"{R}/summary.png",
     params:
         root=workflow.basedir,  # the source fingerprint of the code that ran
     log:

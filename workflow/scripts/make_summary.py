@@ -1,18 +1,23 @@
-"""The summary page of this run (analysis.summary): every number the README quotes, with the commit it came from."""
+"""The summary page of this run (analysis.summary) and its findings' picture (analysis.fig_findings) beside it: every
+number the README quotes, with the commit it came from; the page records the picture's sha256."""
 import sys
+from pathlib import Path
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
 from joblog import logged  # noqa: E402
 
 with logged(snakemake):  # noqa: F821
     import report_specs
+    from analysis.fig_findings import draw_findings, picture_note, picture_rows
     from analysis.results_io import load_csv, load_throughput
-    from analysis.summary import build_summary
+    from analysis.summary import build_summary, summary_cells
     from fastdllm_core.provenance import source_fingerprint, write_text_atomic
 
     sm = snakemake  # noqa: F821
-    text = build_summary(report_specs.summary_spec(sm.config), load_csv(sm.input.acc), load_throughput(sm.input.thr),
-                         load_csv(sm.input.train),
-                         fingerprint=source_fingerprint(sm.params.root))
-    write_text_atomic(sm.output[0], text)
+    spec, acc = report_specs.summary_spec(sm.config), load_csv(sm.input.acc)
+    sha = draw_findings(picture_rows(*summary_cells(spec, acc)), sm.output.png, banner=spec["banner"],
+                        note=picture_note(spec))
+    text = build_summary(spec, acc, load_throughput(sm.input.thr), load_csv(sm.input.train),
+                         fingerprint=source_fingerprint(sm.params.root), picture=(Path(sm.output.png).name, sha))
+    write_text_atomic(sm.output.md, text)
     print(text)
