@@ -112,6 +112,13 @@ def test_another_hosts_lock_is_kept_while_it_lives_and_taken_over_when_its_run_i
     with rl.run_lock(out):
         pass
     assert not lock.exists()
+    lock.write_bytes(b"\x00garbage{")  # an unreadable lock file: respected while fresh, taken over when stale
+    with pytest.raises(OutDirBusy):
+        with rl.run_lock(out):
+            pass
+    os.utime(lock, (old, old))
+    with rl.run_lock(out):
+        pass
 
 
 class _Out:

@@ -67,13 +67,18 @@ class _Heartbeat:
 
 
 def _drop_foreign_stale_lock(path: Path) -> None:
-    """Remove a lock file written on another host whose run is over (module docstring)."""
+    """Remove a lock file written on another host whose run is over, or an unreadable one nothing touched for
+    :data:`STALE_S` (module docstring)."""
     try:
-        holder = json.loads(path.read_text() or "{}")
         age = time.time() - path.stat().st_mtime
-    except (OSError, ValueError):
+        holder = json.loads(path.read_text() or "{}")
+    except OSError:
         return
-    if not isinstance(holder, dict) or holder.get("host") in (None, socket.gethostname()):
+    except ValueError:
+        holder = {"host": "(unreadable)"}
+    if not isinstance(holder, dict):
+        holder = {"host": "(unreadable)"}
+    if holder.get("host") in (None, socket.gethostname()):
         return
     job = holder.get("slurm_job_id")
     ended = job is not None and slurm_job_ended(str(job))
