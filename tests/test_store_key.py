@@ -89,8 +89,16 @@ RANK_SCRIPT = textwrap.dedent("""
             raise AssertionError("process 1 read the training data")
         store_key.data_digest = no
     kw = json.loads(sys.argv[3])
-    store = token_store.run_store(char_tokenizer(), [sys.argv[2]], token_store.Path(sys.argv[4]), is_main=rank == 0,
-                                  distributed=True, progress=False, **kw)
+    if rank == 0 and len(sys.argv) > 5:  # the main process' build fails on a row
+        def refuse(*a, **k):
+            raise RuntimeError("no")
+        token_store.encode_example = refuse
+    try:
+        store = token_store.run_store(char_tokenizer(), [sys.argv[2]], token_store.Path(sys.argv[4]),
+                                      is_main=rank == 0, distributed=True, progress=False, **kw)
+    except Exception as exc:
+        print("FAILED", type(exc).__name__, exc, flush=True)
+        sys.exit(3)
     print("KEY", store.meta["key"], len(store), flush=True)
     dist.destroy_process_group()
 """)
@@ -108,6 +116,20 @@ def test_the_main_process_computes_the_key_once_and_the_others_receive_it(tmp_pa
     keys = [next(line for line in out.splitlines() if line.startswith("KEY")) for out, _ in outs]
     assert keys[0] == keys[1] and keys[0].split()[1] == sk.store_key([sft], __import__(
         "fastdllm_core.tiny", fromlist=["char_tokenizer"]).char_tokenizer(), **KW)
+
+
+@pytest.mark.slow
+def test_when_the_main_process_cannot_build_the_others_stop_naming_its_error(tmp_path, sft):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    args = [str(tmp_path / "rdzv"), str(sft), json.dumps(KW), str(tmp_path / "run"), "fail"]
+    procs = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, *args], env=dict(env, RANK=str(r)), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [3, 3], outs
+    assert f"FAILED DataError {sft}:1: cannot be encoded (RuntimeError: no)" in outs[0]
+    assert "FAILED MainProcessFailed the main process did not build the token store" in outs[1]
+    assert f"DataError: {sft}:1: cannot be encoded" in outs[1]
+    assert [p.name for p in (tmp_path / "run").iterdir()] == [".data.failed"]  # no store, no temporary
 
 
 def _cfg(data_file, seq_len=64, steps=3):

@@ -20,9 +20,9 @@ from ..training.rows import DataError
 from ..training.run_lock import run_lock
 from ..training.stopping import (EXIT_INTERRUPTED, StopRequested, Stopper, TrainingInterrupted,
                                  interrupted_before_training)
-from ..training.store_key import DataChanged
+from ..training.store_key import DataChanged, MainProcessFailed
 
-NAMED = (UnknownKey, DataError, DataChanged, OutDirBusy, FileNotFoundError)  # one line, exit 2, no traceback
+NAMED = (UnknownKey, DataError, DataChanged, MainProcessFailed, OutDirBusy, FileNotFoundError)  # exit 2, one line
 
 
 def main(argv: list[str] | None = None) -> int:

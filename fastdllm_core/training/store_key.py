@@ -34,6 +34,10 @@ class DataChanged(ValueError):
     """A resume whose data, tokenizer or packing settings are not those its checkpoint was trained on."""
 
 
+class MainProcessFailed(RuntimeError):
+    """In a process that is not the main one: the main process failed to prepare the data (its error named)."""
+
+
 def data_digest(files, chunk: int = 2**20) -> str:
     """sha256 over the sha256 of each file's bytes, in order."""
     h = hashlib.sha256()
@@ -147,7 +151,7 @@ def check_resume(run_dir, new: dict, allow: bool = False) -> None:
 def shared(compute, is_main: bool):
     """``compute()`` in the main process, its value sent to every process (one broadcast when a process group is
     up); an exception of the main process is raised in every process (a stop as :class:`~.stopping.StopRequested`,
-    anything else as RuntimeError naming it)."""
+    anything else as :class:`MainProcessFailed` naming it)."""
     import torch.distributed as dist
 
     from .stopping import StopRequested
@@ -167,5 +171,5 @@ def shared(compute, is_main: bool):
     if kind == "stop":
         raise StopRequested("a stop of the main process")
     if kind == "error":
-        raise RuntimeError(f"the main process failed before training ({value})")
+        raise MainProcessFailed(f"the main process failed before training ({value})")
     return value

@@ -45,8 +45,9 @@ from . import footprint
 from .data import IGNORE, encode_example, iter_rows, pack_stream
 from .rows import NOT_ENCODABLE, DataError
 from .run_lock import file_lock, remove_stale, unique_dir
-from .stopping import deferred
-from .store_key import VERSION, identity, recorded, store_key  # noqa: F401  (store_key: this module's API)
+from .stopping import StopRequested, deferred
+from .store_key import (VERSION, MainProcessFailed, identity, recorded,  # noqa: F401 (store_key: API)
+                        store_key)
 
 log = logging.getLogger(__name__)
 FILES = (("ids.u32", np.uint32), ("sup.u8", np.uint8))
@@ -259,7 +260,9 @@ def _raise_failure(out_dir: Path, key: str) -> None:
     except (OSError, ValueError):
         return
     if isinstance(note, dict) and note.get("key") == key:
-        raise RuntimeError(f"the main process did not build the token store {out_dir}: {note.get('error')}")
+        if str(note.get("error")).startswith("StopRequested"):
+            raise StopRequested("a stop of the main process")
+        raise MainProcessFailed(f"the main process did not build the token store {out_dir}: {note.get('error')}")
 
 
 def run_store(tokenizer, files, run_dir: Path, *, is_main: bool, distributed: bool, progress: bool = True,
