@@ -222,6 +222,23 @@ def load_model(
     )
 
 
+def load_tokenizer(source: str, *, mask_token: str = MASK_TOKEN, local_files_only: bool | None = None):
+    """(tokenizer, mask token id) of ``source`` as :func:`load_model` gives them, without the weights (training
+    encodes its data before it loads the model).  A masked-diffusion release's mask id is its config's."""
+    if local_files_only is None:
+        local_files_only = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    directory, gguf_file = _split_gguf(source)
+    kw = {"local_files_only": local_files_only}
+    with hub_guard(directory, "model"):
+        config = _source_config(directory, gguf_file, kw)
+        tok_kw = dict(kw, trust_remote_code=False, **({"config": config} if config is not None else {}))
+        tokenizer = _load_tokenizer(directory, gguf_file, tok_kw)
+    release = getattr(config, "released_model_type", None) if config is not None else None
+    if config is not None and _family(config, release).masked_diffusion:
+        return tokenizer, int(config.mask_token_id)
+    return tokenizer, ensure_mask_token(tokenizer, None, mask_token)
+
+
 def _source_config(directory: str, gguf_file: str | None, kw: dict):
     """The checkpoint's config (:func:`load_config`), or None for a ``.gguf`` file (transformers reads it from the
     file; ``gguf_file`` is added to ``kw``).  A local-looking directory that does not exist is refused."""

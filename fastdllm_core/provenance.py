@@ -196,12 +196,12 @@ def _holder_text(h: dict) -> str:
 
 
 @contextlib.contextmanager
-def out_dir_lock(out_dir, what: str = "run"):
+def out_dir_lock(out_dir, what: str = "run", extra: dict | None = None):
     """Hold ``out_dir/.fastdllm.lock`` while writing ``out_dir``: a second concurrent writer gets
     :class:`OutDirBusy` naming the holder (pid, host, start time).  The lock is an ``flock`` (released by the kernel
-    when the holder dies) plus the holder's description in the file; a file left by a process that is gone from
-    this host is taken over with a warning, one written on another host is respected (delete it when that run is
-    gone).  Re-entrant within a process; the file is removed on release."""
+    when the holder dies) plus the holder's description in the file (with ``extra``'s keys); a file left by a
+    process that is gone from this host is taken over with a warning, one written on another host is respected
+    (delete it when that run is gone).  Re-entrant within a process; the file is removed on release."""
     out_dir = Path(out_dir)
     created = [p for p in [out_dir, *out_dir.parents] if not p.exists()]  # removed again if left empty
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +218,8 @@ def out_dir_lock(out_dir, what: str = "run"):
     try:
         _check_holder(fd, path, out_dir)
         info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": what, "argv": " ".join(sys.argv)[:300]}
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": what, "argv": " ".join(sys.argv)[:300],
+                **(extra or {})}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
     except BaseException:

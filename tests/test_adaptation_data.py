@@ -204,7 +204,8 @@ def test_malformed_rows_are_skipped_counted_and_named(standin, tmp_path):
                  progress=False)
     st = m["subsets"]["math"]
     assert st["malformed_rows"] == m["malformed_rows"] == 3 and m["rows"] > 0
-    assert st["malformed_examples"][0].startswith(f"{f}:{n + 1}: not JSON")
+    assert st["malformed_examples"][0].startswith(f"{f}:{n + 1}: not valid JSON")
+    assert st["malformed_reasons"] == m["malformed_reasons"] == {"missing or mistyped field": 2, "not JSON": 1}
     assert f"{f}:{n + 2}:" in st["malformed_examples"][1] and f"{f}:{n + 3}:" in st["malformed_examples"][2]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,25 @@ def test_cli_eval_names_the_bad_line(tmp_path, suite, capsys):
      r":2: field 'messages\[1\].content' must be a string"),
     ('{"messages": [{"role": "user", "content": "a"}]}', r":2: field 'messages': .*must end with an assistant"),
     ('[1, 2]', r":2: an SFT row must be a JSON object"),
+    ('"a string"', r":2: an SFT row must be a JSON object, got str"),
+    ('{"messages": [{"role": "assistant", "content": "x"}]}',
+     r":2: field 'messages': the assistant turn messages\[0\] has no user turn before it"),
+    ('{"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "x"}]}',
+     r":2: field 'messages': the assistant turn messages\[1\] has no user turn"),
+    ('{"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "t"}, '
+     '{"role": "assistant", "content": "x"}]}', r":2: field 'messages\[1\].role' must be one of 'system', 'user'"),
+    ('{"messages": [{"role": "user", "content": "a"}, {"role": 7, "content": "x"}]}',
+     r":2: field 'messages\[1\].role' must be a string, got int"),
+    ('{"prompt": "\\ud800", "response": "b"}', r":2: field 'prompt' is not valid Unicode text \(a lone surrogate"),
+    ('{"text": "a\\udfff"}', r":2: field 'text' is not valid Unicode text"),
+    ('{"prompt": "a", "response": NaN}', r":2: field 'response' must be a string, got float"),
+    ('[' * 50000 + ']' * 50000, r":2: not valid JSON for this reader: nested too deeply"),
+    ('{"messages": ' + '[' * 5000 + ']' * 5000 + '}', r":2: not valid JSON for this reader: nested too deeply"),
+    ('{"messages": [' + '[' * 500 + ']' * 500 + ']}', r":2: field 'messages\[0\]' must be an object"),
+    ('{"prompt": "a", "response": "b"} x', r":2: not valid JSON \(Extra data"),
+    ('\x00', r":2: not valid JSON"),
+    (json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}] * 501}),
+     r":2: field 'messages' has 1002 turns, more than 1000"),
 ])
 def test_bad_training_data_is_named_before_the_model_is_built(tmp_path, line, pattern):
     from fastdllm_core.training.loop import train
@@ -134,6 +154,45 @@ def test_bad_training_data_is_named_before_the_model_is_built(tmp_path, line, pa
     with pytest.raises(ValueError, match=pattern) as ei:
         train(cfg, tmp_path / "run", progress=False)
     assert str(f) in str(ei.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_bytes_that_are_not_utf8_are_named_with_their_line(tmp_path):
+    from fastdllm_core.training.loop import train
+
+    f = tmp_path / "sft.jsonl"
+    f.write_bytes(b'\xef\xbb\xbf{"prompt": "1+1=?", "response": "2"}\r\n\r\n{"prompt": "a\xff", "response": "b"}\n')
+    with pytest.raises(ValueError, match=rf"{f}:3: not valid UTF-8 \(at byte 13 of the line: b'\\xff'\)"):
+        train(_train_cfg(f), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_row_the_tokenizer_refuses_is_named_before_the_model_and_nothing_is_left(tmp_path, monkeypatch, capsys):
+    """What only the tokenizer (or its chat template) can refuse is named by the token store's build, which comes
+    before the model is loaded: file, line, reason, one line from ``fastdllm train``."""
+    import yaml
+
+    import fastdllm_core.training.data as data
+    from fastdllm_core.cli import train as train_cli
+    from fastdllm_core.training.loop import train
+
+    template = data._template
+
+    def picky(tokenizer, messages, add_generation_prompt):
+        if any("BOOM" in m["content"] for m in messages):
+            raise RuntimeError("the template cannot render BOOM")
+        return template(tokenizer, messages, add_generation_prompt)
+
+    monkeypatch.setattr(data, "_template", picky)
+    f = _write(tmp_path / "sft.jsonl", ['{"prompt": "1+1=?", "response": "2"}', '{"prompt": "BOOM", "response": "b"}'])
+    pattern = rf"{f}:2: cannot be encoded \(RuntimeError: the template cannot render BOOM\)"
+    with pytest.raises(ValueError, match=pattern):
+        train(_train_cfg(f), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(_train_cfg(f)))
+    assert train_cli.main(["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(pattern, err) and "Traceback" not in err and err.count("fastdllm train: error:") == 1, err
     assert not (tmp_path / "run").exists()
 
 
@@ -198,3 +257,24 @@ def test_dag_training_job_names_bad_data_before_writing_its_run_dir(tmp_path, mo
         runpy.run_path(str(scripts / "train_model.py"), init_globals={"snakemake": sm})
     assert not run_dir.exists() and not (tmp_path / "models").exists()
     assert "jobs" in sys.modules  # the script really ran up to its data check
+
+
+def test_a_training_file_that_vanishes_or_is_not_a_file_is_named(tmp_path):
+    from fastdllm_core.training.config import TrainConfig
+    from fastdllm_core.training.data import DataError, check_train_files
+    from fastdllm_core.training.loop import train
+    from fastdllm_core.training.store_key import data_digest
+
+    f = _write(tmp_path / "sft.jsonl", ['{"prompt": "1+1=?", "response": "2"}'])
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(f)
+    assert check_train_files([str(link)]) == 1 and data_digest([link]) == data_digest([f])
+    with pytest.raises(DataError, match=f"{tmp_path}: not a regular file"):
+        check_train_files([str(tmp_path)])
+    config = TrainConfig.from_dict(_train_cfg(f))
+    f.unlink()  # gone between the config's check and the run
+    with pytest.raises(FileNotFoundError, match=f"training data file not found: {f}"):
+        train(config, tmp_path / "run", progress=False)
+    with pytest.raises(FileNotFoundError, match=f"training data file not found: {f}"):
+        train(config, tmp_path / "run", progress=False, data_checked=True)  # the store's key reads it first
+    assert not (tmp_path / "run").exists()

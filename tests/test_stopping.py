@@ -2,6 +2,7 @@
 step it is in, every process stopping after the same step, status 75 from ``fastdllm train``, and a rerun whose
 losses and weights equal an uninterrupted run's."""
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -163,3 +164,121 @@ def test_margin_grows_with_the_step_and_checkpoint_times():
         assert "650 s needed" in s.local_reason()
     finally:
         s.close()
+
+
+# ------------------------------------------------------------------------------------------------ before the first step
+def test_before_the_steps_a_signal_stops_where_the_process_is_and_once():
+    from fastdllm_core.training.stopping import StopRequested, deferred
+
+    s = Stopper(True, env={}, immediate=True)
+    try:
+        with pytest.raises(StopRequested) as ei:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs at the next bytecode
+                time.sleep(0.001)
+        assert ei.value.signame == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGUSR1)  # a second signal is only recorded
+        time.sleep(0.01)
+        assert s.signal == "SIGUSR1"
+    finally:
+        s.close()
+    s = Stopper(True, env={}, immediate=True)
+    try:
+        held = []
+        with pytest.raises(StopRequested):
+            with deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                held.append("the block ran to its end")
+        assert held == ["the block ran to its end"]
+        s.at_steps()  # in the steps: only recorded, the loop stops after its step
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert s.local_reason() == "received SIGTERM"
+    finally:
+        s.close()
+
+
+SLOW = """
+import sys, time
+from pathlib import Path
+import importlib
+mod = importlib.import_module(sys.argv[1])
+name, marker = sys.argv[2], Path(sys.argv[3])
+original = getattr(mod, name)
+
+def slow(*a, **k):  # a large data set: each row takes a while
+    marker.touch()
+    time.sleep(0.05)
+    return original(*a, **k)
+
+setattr(mod, name, slow)
+from fastdllm_core.cli import main
+sys.exit(main(sys.argv[4:]))
+"""
+
+
+def _big_data(tmp_path, n=600):
+    p = tmp_path / "big.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"{i}+1=?", "response": f"{i + 1}"}) + "\n" for i in range(n)))
+    return str(p)
+
+
+@pytest.mark.parametrize("module,name,phase", [
+    ("fastdllm_core.training.data", "parse_json", "during the data check"),
+    ("fastdllm_core.training.token_store", "encode_example", "while preparing the token store")])
+def test_a_signal_before_the_first_step_exits_75_and_leaves_nothing(tmp_path, module, name, phase):
+    """SIGTERM during the data check or the token store's build (hours at 1B tokens): a message, status 75, no
+    temporary directory, no lock, no store; the next attempt trains."""
+    data = _big_data(tmp_path)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg(data, steps=2)))
+    run, marker = tmp_path / "run", tmp_path / "started"
+    argv = ["train", "--config", str(tmp_path / "c.yaml"), "--output-dir", str(run), "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, "-c", SLOW, module, name, str(marker), *argv], env=env, cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while not marker.exists():
+        assert p.poll() is None and time.time() - t0 < 240, p.communicate()[1][-3000:]
+        time.sleep(0.05)
+    if name == "encode_example":  # the build has begun: its temporary directory is there
+        assert list(run.glob(".data.tmp.*/examples.u32"))
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == EXIT_INTERRUPTED, err[-3000:]
+    assert f"training stopped before its first step (received SIGTERM {phase}); nothing was left half-written: " \
+           "the next attempt starts from step 0" in err and "Traceback" not in err, err[-3000:]
+    assert not run.exists(), sorted(str(x) for x in run.rglob("*"))  # nothing left, not even the directory
+    if name == "encode_example":
+        loop.train(cfg(data, steps=2), run, progress=False)  # the next attempt
+        assert (run / "final" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_sigterm_to_torchrun_during_the_build_stops_both_processes(tmp_path):
+    """The main process builds, the other waits for the store: both stop with the message, nothing is left."""
+    data = _big_data(tmp_path)
+    c = cfg(data, steps=2)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(c))
+    (tmp_path / "slow.py").write_text(SLOW)
+    run, marker = tmp_path / "run", tmp_path / "started"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29537",
+           str(tmp_path / "slow.py"), "fastdllm_core.training.token_store", "encode_example", str(marker),
+           "train", "--config", str(tmp_path / "c.yaml"), "--output-dir", str(run), "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while not marker.exists():
+        assert p.poll() is None and time.time() - t0 < 240, p.communicate()[1][-3000:]
+        time.sleep(0.05)
+    time.sleep(1.0)  # the other process is waiting for the store
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0
+    assert err.count("training stopped before its first step (received SIGTERM while preparing the token store)") \
+        == 2, err[-4000:]
+    # no store, no temporary; the main process' note for the waiting one (removed by the next run) says why
+    assert [x.name for x in run.glob(".data*")] == [".data.failed"] and not (run / "data").exists()
+    assert "StopRequested: SIGTERM" in (run / ".data.failed").read_text()
+    loop.train(c, run, progress=False)
+    assert not list(run.glob(".data*")) and (run / "final" / "model.safetensors").is_file()

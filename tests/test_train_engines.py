@@ -97,8 +97,10 @@ def test_fsdp_killed_and_resumed_equals_uninterrupted(tmp_path, data_file):  # n
     torchrun(c, tmp_path / "killed", "--stop-after", "2")
     killed = tmp_path / "killed"
     assert not (killed / "final").exists()
-    assert json.loads((killed / "checkpoints" / "step-2" / "state.json").read_text()) == \
+    state = json.loads((killed / "checkpoints" / "step-2" / "state.json").read_text())
+    assert {k: state[k] for k in ("step", "tokens_seen", "engine")} == \
         {"step": 2, "tokens_seen": 8 * 64, "engine": "fsdp"}
+    assert state["data"]["key"] == json.loads((killed / "data" / "meta.json").read_text())["key"]  # what it trained on
     torchrun(c, killed)  # resumes from step 2: model and AdamW shards, lr schedule
     assert [r["loss"] for r in metrics(killed)] == [r["loss"] for r in metrics(tmp_path / "full")]
     wa, wb = weights(tmp_path / "full"), weights(killed)

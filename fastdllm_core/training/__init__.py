@@ -3,7 +3,12 @@ recipe and its ablations), or NTP fine-tune it.
 
 * :mod:`.config`: the typed :class:`~.config.TrainConfig` (a frozen dataclass per YAML section), the recipes, the
   key checks and the merge (no torch: the DAG imports it at parse time);
+* :mod:`.rows`: a training row as read from a JSONL line, or the named reason it is not one (both readers);
 * :mod:`.data`: training rows -> token ids and labels -> packed sequences;
+* :mod:`.token_store`, :mod:`.store_key`: the run's packed data on disk and what it is made of (a resume on other
+  data is refused);
+* :mod:`.run_lock`: one run per output directory, unique temporaries; :mod:`.footprint`: anonymous and
+  file-backed resident memory apart;
 * :mod:`.objective`: the block-diffusion, Dream-style and next-token losses;
 * :mod:`.model_init`: the model a run starts from (tiny random Qwen2 or a checkpoint) and its [MASK] row;
 * :mod:`.checkpoints`: resumable checkpoints, metrics read back on resume, the final checkpoint;

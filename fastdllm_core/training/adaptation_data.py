@@ -29,9 +29,13 @@ Sampling: every eligible row of a subset gets the key ``sha256(seed:subset:file:
 are taken in key order until the subset's share of ``token_budget`` is reached (equal shares, the last row may
 pass it).  A subset that runs out of rows (at 1B tokens: chat and safety) leaves a shortfall that is split
 equally over the subsets that still have rows, until the budget is met or every subset is spent (the manifest
-gives each subset's redistributed tokens and the total shortfall).  A malformed row (not JSON, not the schema) is
-skipped and counted in the manifest, the first few named.  The subsets are indexed and tokenized in parallel
-processes; the same rows for the same files and seed, whatever the machine or the number of processes.
+gives each subset's redistributed tokens and the total shortfall).  A malformed row, whatever its line holds
+(bytes that are not UTF-8, not JSON, nested too deeply, a JSON value that is not an object, a missing or mistyped
+field, a role that is not system/user/assistant, a lone surrogate, a row the tokenizer or its chat template
+refuses: :mod:`.rows`), is skipped and counted in the manifest by reason (``malformed_reasons``), the first few
+named.  The subsets are indexed and tokenized in parallel processes; the same rows for the same files and seed,
+whatever the machine or the number of processes.  The build's temporary directory is
+``.adaptation.<host>.<pid>.<random>`` beside the output; one left by a killed build is removed by the next.
 
 Loading: ``local_dir`` (a copy in the dataset's own layout: ``<local_dir>/SFT/<subset>/*.jsonl``), else the
 files of ``dataset`` at ``revision`` from the Hub (``huggingface_hub.snapshot_download``, the same files
@@ -51,6 +55,8 @@ from pathlib import Path
 import numpy as np
 
 from ..provenance import atomic_path, write_json_atomic
+from .rows import (BAD_FIELD, MAX_LINE_BYTES, NOT_ENCODABLE, NOT_OBJECT, RowError, brief, lines, parse_json,
+                   to_messages, type_name)
 
 DATASET = "nvidia/Llama-Nemotron-Post-Training-Dataset"
 SUBSETS = ("code", "math", "science", "chat", "safety")
@@ -123,19 +129,30 @@ def snapshot_commit(root) -> str | None:
     return root.name if root.parent.name == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", root.name) else None
 
 
-def to_training_row(row: dict, reasoning: str = "off", keep_system_prompt: bool = False) -> dict | None:
-    """One dataset row as ``{"messages": [...]}``, or None when its reasoning mode is not wanted."""
-    mode = row.get("reasoning")
-    if reasoning != "all" and mode != reasoning:
-        return None
-    msgs = row.get("input")
-    if not isinstance(msgs, list) or not msgs or not isinstance(row.get("output"), str):
-        raise ValueError(f"not a Llama-Nemotron SFT row: needs 'input' (messages) and 'output' (text), got "
-                         f"{sorted(row) if isinstance(row, dict) else type(row).__name__}")
-    out = [{"role": m["role"], "content": m["content"]} for m in msgs]
-    if keep_system_prompt and row.get("system_prompt") and out[0]["role"] != "system":
-        out.insert(0, {"role": "system", "content": row["system_prompt"]})
-    return {"messages": out + [{"role": "assistant", "content": row["output"]}]}
+def to_training_row(row, reasoning: str = "off", keep_system_prompt: bool = False) -> dict | None:
+    """One dataset row as ``{"messages": [...]}``, checked as training checks its rows (:mod:`.rows`), or None when
+    its reasoning mode is not wanted; a row that is not the dataset's schema raises :class:`~.rows.RowError`."""
+    if not isinstance(row, dict):
+        raise RowError(NOT_OBJECT, f"not a Llama-Nemotron SFT row: a JSON {type_name(row)}, not an object")
+    mode, msgs, output = row.get("reasoning"), row.get("input"), row.get("output")
+    if not isinstance(msgs, list) or not msgs or not isinstance(output, str):
+        raise RowError(BAD_FIELD, "not a Llama-Nemotron SFT row: needs 'input' (messages) and 'output' (text), got "
+                                  f"'input' {brief(msgs)}, 'output' {brief(output)}")
+    if mode not in ("on", "off"):
+        raise RowError(BAD_FIELD, f"field 'reasoning' must be 'on' or 'off', got {brief(mode)}")
+    out = [m if not isinstance(m, dict) else {"role": m.get("role"), "content": m.get("content")} for m in msgs]
+    out.append({"role": "assistant", "content": output})
+    try:
+        out = to_messages({"messages": out})
+    except RowError as exc:  # named after the dataset's fields: input[i], the output last
+        raise RowError(exc.kind, str(exc).replace(f"'messages[{len(msgs)}]", "'output'").replace(
+            "'messages", "'input")) from None
+    system = row.get("system_prompt")
+    if keep_system_prompt and system and out[0]["role"] != "system":
+        if not isinstance(system, str):
+            raise RowError(BAD_FIELD, f"field 'system_prompt' must be a string, got {type_name(system)}")
+        out = to_messages({"messages": [{"role": "system", "content": system}, *out]})
+    return {"messages": out} if reasoning == "all" or mode == reasoning else None
 
 
 def _order_key(seed: int, subset: str, name: str, line: int) -> int:
@@ -144,49 +161,58 @@ def _order_key(seed: int, subset: str, name: str, line: int) -> int:
 
 
 def _lines(f: Path):
-    """(line number, byte offset, parsed row or the JSON error) of every non-blank line of ``f``."""
-    with open(f, "rb") as fh:
-        n, off = 0, 0
-        for raw in fh:
-            n += 1
-            if raw.strip():
-                try:
-                    yield n, off, json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    yield n, off, ValueError(f"not JSON ({exc.msg})")
-            off += len(raw)
+    """(line number, byte offset, parsed row or its :class:`~.rows.RowError`) of every non-blank line of ``f``."""
+    for n, off, raw in lines(f):
+        try:
+            yield n, off, parse_json(raw)
+        except RowError as exc:
+            yield n, off, exc
 
 
 def _eligible(row, c: dict) -> bool:
-    """Whether a parsed row is kept (its reasoning mode); a malformed row raises (ValueError naming it)."""
-    from .data import to_messages
-
+    """Whether a parsed row is kept (its reasoning mode); a malformed row raises :class:`~.rows.RowError`."""
     if isinstance(row, Exception):
         raise row
-    try:
-        out = to_training_row(row, c["reasoning"], c["keep_system_prompt"])
-        if out is not None:
-            to_messages(out)  # what the training's own row check asks (data.train_files)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"not a Llama-Nemotron SFT row ({type(exc).__name__}: {exc})") from None
-    return out is not None
+    return to_training_row(row, c["reasoning"], c["keep_system_prompt"]) is not None
+
+
+class _Malformed:
+    """The malformed rows of a subset: counted by reason, the first few named."""
+
+    def __init__(self):
+        self.count, self.reasons, self.examples = 0, {}, []
+
+    def add(self, where: str, exc: Exception) -> None:
+        kind = exc.kind if isinstance(exc, RowError) else f"unexpected {type(exc).__name__}"
+        self.count += 1
+        self.reasons[kind] = self.reasons.get(kind, 0) + 1
+        if len(self.examples) < MALFORMED_EXAMPLES:
+            self.examples.append(f"{where}: {exc}"[:500])
+
+    def merge(self, other: dict) -> None:
+        self.count += other["malformed_rows"]
+        for k, v in other["malformed_reasons"].items():
+            self.reasons[k] = self.reasons.get(k, 0) + v
+        self.examples = (self.examples + other["malformed_examples"])[:MALFORMED_EXAMPLES]
+
+    def fields(self) -> dict:
+        return {"malformed_rows": self.count, "malformed_reasons": dict(sorted(self.reasons.items())),
+                "malformed_examples": list(self.examples)}
 
 
 def subset_index(root: Path, subset: str, c: dict, out: Path | None = None) -> dict:
     """The eligible rows of ``subset`` in seeded key order, as arrays of (file number, byte offset): the rows
     themselves are read back one by one (:func:`read_row`), never all held in memory (12 bytes a row).  A
-    malformed row (not JSON, not the dataset's schema) is skipped and counted, the first few named.  With ``out``
-    the arrays are saved there (``<subset>.npz``) and left out of the result."""
+    malformed row (whatever the line holds: :mod:`.rows`) is skipped and counted by reason, the first few named.
+    With ``out`` the arrays are saved there (``<subset>.npz``) and left out of the result."""
     files = sorted((root / "SFT" / subset).glob("*.jsonl"))
-    keys, fno, offs, bad, examples = array("Q"), array("i"), array("q"), 0, []
+    keys, fno, offs, bad = array("Q"), array("i"), array("q"), _Malformed()
     for i, f in enumerate(files):
         for n, off, row in _lines(f):
             try:
                 keep = _eligible(row, c)
-            except ValueError as exc:
-                bad += 1
-                if len(examples) < MALFORMED_EXAMPLES:
-                    examples.append(f"{f}:{n}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - every malformed row is skipped and counted, never fatal
+                bad.add(f"{f}:{n}", exc)
                 continue
             if keep:
                 keys.append(_order_key(int(c["seed"]), subset, f.name, n))
@@ -196,16 +222,20 @@ def subset_index(root: Path, subset: str, c: dict, out: Path | None = None) -> d
                  for a, t in ((keys, np.uint64), (fno, np.int32), (offs, np.int64)))
     order = np.lexsort((oa, fa, k))
     res = {"subset": subset, "files": [str(f) for f in files], "file": fa[order], "offset": oa[order],
-           "eligible_rows": int(len(order)), "malformed_rows": bad, "malformed_examples": examples}
+           "eligible_rows": int(len(order)), **bad.fields()}
     if out is not None:
         np.savez(out / f"{subset}.npz", file_no=res.pop("file"), offset=res.pop("offset"))
     return res
 
 
 def read_row(f: Path, off: int, c: dict) -> dict:
+    """The training row of the line at byte ``off`` of ``f`` (an index entry of :func:`subset_index`)."""
     with open(f, "rb") as fh:
         fh.seek(off)
-        return to_training_row(json.loads(fh.readline()), c["reasoning"], c["keep_system_prompt"])
+        row = to_training_row(parse_json(fh.readline(MAX_LINE_BYTES + 1)), c["reasoning"], c["keep_system_prompt"])
+    if row is None:
+        raise RowError(BAD_FIELD, "the row changed since the files were indexed")
+    return row
 
 
 def count_tokens(tokenizer, row: dict) -> int:
@@ -221,14 +251,25 @@ def _take(job: tuple) -> dict:
     tmp, idx, c, tokenizer, start, quota = job
     arrays = np.load(tmp / f"{idx['subset']}.npz")
     files, fno, offs = idx["files"], arrays["file_no"], arrays["offset"]
-    pos, tokens = start, 0
+    pos, tokens, written, bad = start, 0, 0, _Malformed()
     with open(tmp / f"{idx['subset']}.part", "a", encoding="utf-8") as fh:
         while tokens < quota and pos < len(fno):
-            row = read_row(Path(files[fno[pos]]), int(offs[pos]), c)
-            tokens += count_tokens(tokenizer, row)
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f, off = Path(files[fno[pos]]), int(offs[pos])
             pos += 1
-    return {"subset": idx["subset"], "pos": pos, "tokens": tokens, "exhausted": pos >= len(fno)}
+            try:
+                row = read_row(f, off, c)
+                n = count_tokens(tokenizer, row)
+            except OSError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the tokenizer or its template refused it: skipped, counted
+                bad.add(f"{f}:byte {off}", exc if isinstance(exc, RowError) else RowError(
+                    NOT_ENCODABLE, f"{NOT_ENCODABLE} ({type(exc).__name__}: {str(exc)[:200]})"))
+                continue
+            tokens += n
+            written += 1
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return {"subset": idx["subset"], "pos": pos, "tokens": tokens, "rows": written, "exhausted": pos >= len(fno),
+            **bad.fields()}
 
 
 @contextlib.contextmanager
@@ -253,23 +294,28 @@ def _fill(tmp: Path, indexes: dict, c: dict, tokenizer, pmap) -> dict:
     split equally over the subsets that still have rows, until the budget is met or every subset is spent."""
     subsets = list(indexes)
     share = float(c["token_budget"]) / len(subsets)
-    st = {s: {"pos": 0, "tokens": 0, "extra": 0.0, "exhausted": indexes[s]["eligible_rows"] == 0} for s in subsets}
+    st = {s: {"pos": 0, "tokens": 0, "rows": 0, "extra": 0.0, "exhausted": indexes[s]["eligible_rows"] == 0}
+          for s in subsets}
+    bad = {s: _Malformed() for s in subsets}
+    for s in subsets:
+        bad[s].merge(indexes[s])
     need = {s: share for s in subsets}
     while jobs := [s for s in subsets if not st[s]["exhausted"] and need[s] > 0]:
         done = pmap(_take, [(tmp, indexes[s], c, tokenizer, st[s]["pos"], need[s]) for s in jobs])
         for r in done:
             s = r["subset"]
-            st[s].update(pos=r["pos"], tokens=st[s]["tokens"] + r["tokens"], exhausted=r["exhausted"])
+            st[s].update(pos=r["pos"], tokens=st[s]["tokens"] + r["tokens"], rows=st[s]["rows"] + r["rows"],
+                         exhausted=r["exhausted"])
+            bad[s].merge(r)
         short = sum(max(0.0, need[r["subset"]] - r["tokens"]) for r in done)
         need = dict.fromkeys(subsets, 0.0)
         open_ = [s for s in subsets if not st[s]["exhausted"]]
         for s in open_ if short > 0 else ():
             need[s] = short / len(open_)
             st[s]["extra"] += need[s]
-    return {s: {"rows": st[s]["pos"], "tokens": st[s]["tokens"], "eligible_rows": indexes[s]["eligible_rows"],
+    return {s: {"rows": st[s]["rows"], "tokens": st[s]["tokens"], "eligible_rows": indexes[s]["eligible_rows"],
                 "budget_tokens": int(share), "redistributed_tokens": int(st[s]["extra"]),
-                "exhausted": bool(st[s]["exhausted"]), "malformed_rows": indexes[s]["malformed_rows"],
-                "malformed_examples": indexes[s]["malformed_examples"]} for s in subsets}
+                "exhausted": bool(st[s]["exhausted"]), **bad[s].fields()} for s in subsets}
 
 
 def build(cfg: dict, tokenizer, out_path, progress: bool = True, processes: int | None = None) -> dict:
@@ -277,12 +323,14 @@ def build(cfg: dict, tokenizer, out_path, progress: bool = True, processes: int 
     (``<out_path>.manifest.json``); returns the manifest.  The subsets are indexed and tokenized in ``processes``
     processes (default: one per subset, at most the CPUs); the output is the same for any number."""
     import shutil
-    import tempfile
+
+    from .run_lock import remove_stale, unique_dir
 
     c = resolve(cfg)
     root = source_dir(c)
     processes = processes or min(len(c["subsets"]), os.cpu_count() or 1)
-    tmp = Path(tempfile.mkdtemp(prefix=".adaptation-", dir=Path(out_path).parent))
+    remove_stale(Path(out_path).parent, ".adaptation.")  # the temporaries of a build that was killed
+    tmp = unique_dir(Path(out_path).parent, ".adaptation.")
     try:
         if progress:
             print(f"indexing {c['subsets']} in {processes} process(es)", flush=True)
@@ -308,6 +356,7 @@ def build(cfg: dict, tokenizer, out_path, progress: bool = True, processes: int 
                 "rows": sum(s["rows"] for s in stats.values()), "tokens": tokens,
                 "shortfall_tokens": max(0, int(float(c["token_budget"])) - tokens),
                 "malformed_rows": sum(s["malformed_rows"] for s in stats.values()),
+                "malformed_reasons": _merged_reasons(stats.values()),
                 "subsets": stats, "tokenizer": getattr(tokenizer, "name_or_path", ""), "config": c}
     write_json_atomic(manifest_path(out_path), manifest)
     return manifest
@@ -320,3 +369,11 @@ def _index_job(job: tuple) -> dict:
 
 def manifest_path(out_path) -> Path:
     return Path(f"{out_path}.manifest.json")
+
+
+def _merged_reasons(stats) -> dict:
+    out: dict = {}
+    for st in stats:
+        for k, v in st["malformed_reasons"].items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))

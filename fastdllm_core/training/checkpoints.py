@@ -29,8 +29,10 @@ def checkpoint_step(path: Path) -> int:
     return int(Path(path).name.split("-")[1])
 
 
-def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep: int) -> None:
-    """``checkpoints/step-N``: the engine's state (accelerate's, or FSDP's shards) and ``state.json``."""
+def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep: int, data: dict | None = None) -> None:
+    """``checkpoints/step-N``: the engine's state (accelerate's, or FSDP's shards) and ``state.json`` (with ``data``,
+    the identity of the token store it was trained on: :func:`~.store_key.check_resume`).  The temporary
+    ``.tmp-step-N`` is shared by the run's processes; the run's lock keeps other runs out of it."""
     accelerator = engine.acc
     final = output_dir / "checkpoints" / f"step-{step}"
     tmp = output_dir / "checkpoints" / f".tmp-step-{step}"
@@ -40,7 +42,8 @@ def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep:
     engine.save_state(tmp)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        write_json_atomic(tmp / "state.json", {"step": step, "tokens_seen": tokens_seen, "engine": engine.name})
+        write_json_atomic(tmp / "state.json", {"step": step, "tokens_seen": tokens_seen, "engine": engine.name,
+                                               **({"data": data} if data else {})})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -68,9 +71,21 @@ def save_final(model, tok, cfg: TrainConfig, output_dir: Path, meta: dict, dtype
     block-diffusion model records its block size (``bd_size``), a Dream-recipe model is saved in Dream's release
     format; ``fastdllm_train.json`` holds the resolved config, the recipe and the run's metadata.  The fp32
     master weights stay in the last resumable checkpoint."""
-    tmp = output_dir / ".final.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    from .run_lock import unique_dir
+
+    tmp = unique_dir(output_dir, ".final.tmp.")
+    try:
+        _write_final(model, tok, cfg, tmp, meta, dtype)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    final = output_dir / "final"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def _write_final(model, tok, cfg: TrainConfig, tmp: Path, meta: dict, dtype: torch.dtype) -> None:
     model.to(dtype)  # the training is over: the model (or FSDP's gathered copy) is only saved from here
     objective = cfg.spec.objective
     if objective == "bd":
@@ -84,7 +99,3 @@ def save_final(model, tok, cfg: TrainConfig, output_dir: Path, meta: dict, dtype
         write_json_atomic(tmp / "config.json", raw)
     write_json_atomic(tmp / "fastdllm_train.json", {"config": cfg.to_dict(), "recipe": dataclasses.asdict(cfg.spec),
                                                     "metadata": meta})
-    final = output_dir / "final"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)

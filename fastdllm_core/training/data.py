@@ -1,11 +1,12 @@
 """Training data: chat-formatted (SFT) or plain-text examples -> ids/labels -> packed sequences.
 
-* ``encode_example``: a chat row (``messages`` or ``prompt`` + ``response``) goes through the tokenizer's chat
-  template; every assistant turn (up to and including its end-of-turn token) is a label, prompt tokens are -100
-  (never in the loss).  With ``drop_after_answer`` (default) the template tokens after the last assistant turn
-  (Qwen's ``\n`` after the final ``<|im_end|>``) are dropped: they are never labels, so a block-diffusion
-  x_t would show them unmasked right after the masked answer -- a hint of where the answer ends that decoding
-  never has.  A plain-text row (``{"text": ...}``, pretraining) is labelled everywhere and ends with
+* ``encode_example``: a row is read and checked by :mod:`.rows` (the data check's own reading: a row the check
+  accepts is one this function encodes); a chat row (``messages`` or ``prompt`` + ``response``) goes through the
+  tokenizer's chat template; every assistant turn (up to and including its end-of-turn token) is a label, prompt
+  tokens are -100 (never in the loss).  With ``drop_after_answer`` (default) the template tokens after the last
+  assistant turn (Qwen's ``\n`` after the final ``<|im_end|>``) are dropped: they are never labels, so a
+  block-diffusion x_t would show them unmasked right after the masked answer -- a hint of where the answer ends
+  that decoding never has.  A plain-text row (``{"text": ...}``, pretraining) is labelled everywhere and ends with
   ``<|endoftext|>`` (the document separator).
 * ``pack(..., packing="pad")`` (the paper's "+ pad", Sec. 3 "Block-wise organization"): every sample is padded
   with the mask token to a multiple of the block size D (padding never in the loss); the padded samples are
@@ -27,24 +28,22 @@ from pathlib import Path
 
 import torch
 
-from ..jsonl import iter_jsonl
 from .config import check_lengths
+from .rows import DataError, RowError, check_row, lines, parse_json, row_text, to_messages  # noqa: F401
 
 IGNORE = -100
 PACKINGS = ("pad", "naive", "whole")
 
 
 def iter_rows(path: str | Path):
-    """(line number, row) of every training row of a JSONL file, each checked (:func:`check_row`); an error names
-    the file, line and field."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"training data file not found: {path}")
-    for n, row in iter_jsonl(path):
+    """(line number, row) of every training row of a JSONL file, each read and checked as :mod:`.rows` says; a bad
+    line is a :class:`~.rows.DataError` naming the file, the line and the reason."""
+    for n, _, raw in lines(path):
         try:
+            row = parse_json(raw)
             check_row(row)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{n}: {exc}") from None
+        except RowError as exc:
+            raise DataError(f"{path}:{n}: {exc}") from None
         yield n, row
 
 
@@ -57,57 +56,19 @@ def read_train_files(files: list) -> list[dict]:
     """Every row of the training files (:func:`read_jsonl`); no rows at all is an error naming the files."""
     rows = [r for f in files for r in read_jsonl(f)]
     if not rows:
-        raise ValueError(f"the training dataset is empty: no rows in data.train_files {list(files)}")
+        raise DataError(f"the training dataset is empty: no rows in data.train_files {list(map(str, files))}")
     return rows
 
 
 def check_train_files(files: list) -> int:
     """The number of rows of the training files, each checked as :func:`read_train_files` does, none kept (the
     data check of ``fastdllm train``, the DAG's training job and :func:`~fastdllm_core.training.loop.train`:
-    bounded memory whatever the size of the set)."""
+    bounded memory whatever the size of the set).  The check is :func:`encode_example`'s own reading of a row;
+    what only the tokenizer can refuse is named by the token store's build, before the model loads."""
     n = sum(1 for f in files for _ in iter_rows(f))
     if not n:
-        raise ValueError(f"the training dataset is empty: no rows in data.train_files {list(files)}")
+        raise DataError(f"the training dataset is empty: no rows in data.train_files {list(map(str, files))}")
     return n
-
-
-def check_row(row: dict) -> None:
-    """A plain-text row (``{"text": str}``) or a chat row (see :func:`to_messages`); raises naming the field."""
-    if isinstance(row, dict) and "text" in row:
-        if not isinstance(row["text"], str) or not row["text"]:
-            raise ValueError(f"field 'text' must be a non-empty string, got {type(row['text']).__name__}")
-        return
-    to_messages(row)
-
-
-def to_messages(row: dict) -> list[dict]:
-    """The conversation of a chat row (``messages``, or ``prompt`` + ``response``)."""
-    if not isinstance(row, dict):
-        raise ValueError(f"an SFT row must be a JSON object, got {type(row).__name__}")
-    if "messages" in row:
-        msgs = row["messages"]
-        if not isinstance(msgs, list) or not msgs:
-            raise ValueError(f"field 'messages' must be a non-empty list of {{role, content}} objects, got "
-                             f"{type(msgs).__name__} {str(msgs)[:60]!r}")
-        for i, m in enumerate(msgs):
-            if not isinstance(m, dict):
-                raise ValueError(f"field 'messages[{i}]' must be an object with 'role' and 'content', got "
-                                 f"{type(m).__name__}")
-            for k in ("role", "content"):
-                if not isinstance(m.get(k), str):
-                    raise ValueError(f"field 'messages[{i}].{k}' must be a string, got "
-                                     f"{'nothing' if k not in m else type(m[k]).__name__}")
-    elif "prompt" in row and "response" in row:
-        for k in ("prompt", "response"):
-            if not isinstance(row[k], str):
-                raise ValueError(f"field '{k}' must be a string, got {type(row[k]).__name__}")
-        msgs = [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["response"]}]
-    else:
-        raise ValueError(f"an SFT row needs 'messages' or 'prompt'+'response'; got keys {sorted(row)}")
-    if msgs[-1].get("role") != "assistant":
-        raise ValueError(f"field 'messages': an SFT conversation must end with an assistant turn (the last role is "
-                         f"{msgs[-1].get('role')!r})")
-    return msgs
 
 
 def _template(tokenizer, messages, add_generation_prompt: bool) -> list[int]:
@@ -126,8 +87,9 @@ def document_end_id(tokenizer) -> int:
 def encode_example(tokenizer, row: dict, eos_token_id: int | None = None,
                    drop_after_answer: bool = True) -> tuple[list[int], list[int]]:
     """Token ids and labels (-100 outside assistant turns) of one chat example, or of a plain-text row."""
-    if "text" in row:
-        ids = list(tokenizer.encode(row["text"], add_special_tokens=False)) + [document_end_id(tokenizer)]
+    text = row_text(row)  # the row read and checked as the data check reads it (.rows)
+    if text is not None:
+        ids = list(tokenizer.encode(text, add_special_tokens=False)) + [document_end_id(tokenizer)]
         return ids, list(ids)
     msgs = to_messages(row)
     eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
@@ -189,9 +151,11 @@ def pack_stream(examples, seq_len: int, block_size: int, packing: str, pad_id: i
             n = -(-len(e_ids) // D) * D if packing == "pad" else len(e_ids)
             ids += _pad_to(list(e_ids), n, pad_id)
             lab += _pad_to(list(e_lab), n, IGNORE)
-            while len(ids) >= L:
-                yield ids[:L], lab[:L]
-                ids, lab = ids[L:], lab[L:]
+            at = 0  # cut from a moving start, then drop what was cut: linear in an example's length
+            while len(ids) - at >= L:
+                yield ids[at:at + L], lab[at:at + L]
+                at += L
+            del ids[:at], lab[:at]
         if ids:
             yield _pad_to(ids, L, pad_id), _pad_to(lab, L, IGNORE)
         return

@@ -38,14 +38,17 @@ import torch
 
 from ..hostload import HostLoad
 from ..provenance import run_metadata, write_csv_atomic
+from . import footprint
 from . import objective as obj
 from .checkpoints import checkpoints, final_dtype, read_metrics, save_checkpoint, save_final
 from .config import OptimConfig, RunConfig, TrainConfig
 from .data import check_train_files, read_train_files
+from .model_init import build_model, build_tokenizer
 from .parallel import make_engine, resolve
-from .model_init import build_model
-from .stopping import Stopper, TrainingInterrupted
-from .token_store import prepared_store
+from .run_lock import run_lock
+from .stopping import StopRequested, Stopper, TrainingInterrupted, interrupted_before_training
+from .store_key import tokenizer_digest
+from .token_store import run_store, store_identity
 
 log = logging.getLogger(__name__)
 
@@ -185,49 +188,83 @@ def resume(engine, output_dir: Path) -> tuple[int, int]:
 
 
 def model_and_data(cfg: TrainConfig, accelerator, output_dir: Path, rows: list[dict] | None = None,
-                   progress: bool = True):
-    """The starting model, its tokenizer and mask id, and the packed training sequences of the recipe: the run's
-    token store (``output_dir/data``, :mod:`.token_store`), built once by the main process and reused on resume.
-    ``rows`` are read only when the tokenizer is trained on them (``model.init: tiny`` with ``bpe``)."""
-    mc = cfg.model
+                   progress: bool = True, stop: Stopper | None = None, allow_data_change: bool = False):
+    """The starting model, its tokenizer and mask id, and the packed training sequences of the recipe, in this
+    order: the tokenizer, the run's token store (``output_dir/data``, :mod:`.token_store`: built once by the main
+    process, every row encoded, so a row the tokenizer cannot take is named before any weights load; reused on
+    resume), the model.  ``rows`` are read only when the tokenizer is trained on them (``model.init: tiny`` with
+    ``bpe``); ``stop``: the run's :class:`~.stopping.Stopper` (told the phase)."""
+    mc, d = cfg.model, cfg.data
+    phase = (lambda text: setattr(stop, "phase", text)) if stop is not None else (lambda text: None)
     if rows is None and mc.init == "tiny" and mc.tokenizer == "bpe":
-        rows = read_train_files(cfg.data.train_files)
-    model, tok, mask_id = build_model(mc, seed=cfg.train.seed, block_size=cfg.objective.block_size,
-                                      device=str(accelerator.device), attn_implementation=cfg.train.attn_implementation,
-                                      rows=rows)
+        rows = read_train_files(d.train_files)
+    phase("while loading the tokenizer")
+    tok, mask_id = build_tokenizer(mc, rows)
+    phase("while preparing the token store")
+    ds = run_store(tok, list(d.train_files), output_dir, is_main=accelerator.is_main_process,
+                   distributed=accelerator.num_processes > 1, progress=progress, allow_change=allow_data_change,
+                   seq_len=d.seq_len, block_size=cfg.objective.block_size, packing=cfg.spec.packing, pad_id=mask_id,
+                   seed=cfg.train.seed, max_examples=d.max_examples, drop_after_answer=d.drop_after_answer)
+    phase("while loading the model")
+    model, model_tok, model_mask_id = build_model(
+        mc, seed=cfg.train.seed, block_size=cfg.objective.block_size, device=str(accelerator.device),
+        attn_implementation=cfg.train.attn_implementation, rows=rows, tokenizer=tok)
+    if model_mask_id != mask_id or (model_tok is not tok and tokenizer_digest(model_tok) != tokenizer_digest(tok)):
+        raise RuntimeError(f"{mc.init}: the tokenizer loaded with the model is not the one the data was encoded with")
     if cfg.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
-    d = cfg.data
-    ds = prepared_store(tok, list(d.train_files), output_dir / "data", is_main=accelerator.is_main_process,
-                        progress=progress, seq_len=d.seq_len, block_size=cfg.objective.block_size,
-                        packing=cfg.spec.packing, pad_id=mask_id, seed=cfg.train.seed, max_examples=d.max_examples,
-                        drop_after_answer=d.drop_after_answer)
-    return model, tok, mask_id, ds
+    return model, model_tok, mask_id, ds
 
 
 # ------------------------------------------------------------------------------------------------ training
 def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | None = None,
           stop_after: int | None = None, progress: bool = True, rows: list[dict] | None = None,
-          data_checked: bool = False) -> Path:
+          data_checked: bool = False, allow_data_change: bool = False) -> Path:
     """Train per ``cfg`` (a :class:`~.config.TrainConfig`, or its YAML mapping); returns the path of the final HF
     checkpoint (``output_dir/final``).  ``rows``: the training rows when the caller has already read them;
-    ``data_checked``: the caller has checked ``data.train_files`` (:func:`~.data.check_train_files`).
+    ``data_checked``: the caller has checked ``data.train_files`` (:func:`~.data.check_train_files`);
+    ``allow_data_change``: continue a run whose checkpoint was trained on other data, another tokenizer or other
+    packing settings (refused otherwise, :func:`~.store_key.check_resume`).
 
-    ``stop_after`` ends the run after that many optimiser steps *without* writing ``final`` (a checkpoint is
-    written there), as a controlled "kill" for resume tests.
+    The main process holds ``output_dir`` (:func:`~.run_lock.run_lock`: a second run on it is refused).  A stop
+    signal before the first step ends the run where it is, during the steps after the step (with a checkpoint):
+    :class:`~.stopping.TrainingInterrupted` either way, nothing half-written.  ``stop_after`` ends the run after
+    that many optimiser steps *without* writing ``final`` (a checkpoint is written there), as a controlled "kill"
+    for resume tests.
     """
     cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_dict(cfg)
     cfg = cfg if max_steps is None else cfg.with_max_steps(max_steps)
-    if rows is None and not data_checked and os.environ.get("RANK", "0") == "0":
-        check_train_files(cfg.data.train_files)  # bad data (file, line, field) before any model; no row kept
-    output_dir, o = Path(output_dir), cfg.optim
+    main, output_dir = os.environ.get("RANK", "0") == "0", Path(output_dir)
+    stop = Stopper(main, immediate=True)  # a signal or the job's deadline: stop (module .stopping)
+    memory = footprint.PeakRss(interval=0.5)
+    try:
+        stop.phase = "while waiting for the run's lock"
+        with run_lock(output_dir, main):
+            stop.phase = "during the data check"
+            if rows is None and not data_checked and main:
+                check_train_files(cfg.data.train_files)  # bad data (file, line, field) before any model; no row kept
+            return _train(cfg, output_dir, stop, memory, stop_after, progress, rows, allow_data_change)
+    except StopRequested as exc:
+        raise interrupted_before_training(output_dir, stop.setup_reason(exc)) from None
+    finally:
+        stop.close()
+        memory.stop()
+
+
+def _train(cfg: TrainConfig, output_dir: Path, stop: Stopper, memory, stop_after, progress: bool, rows,
+           allow_data_change: bool) -> Path:
+    """:func:`train` once its lock is held."""
+    o = cfg.optim
+    stop.phase = "while starting"
     accelerator = make_accelerator(cfg.train, o)
-    model, tok, mask_id, ds = model_and_data(cfg, accelerator, output_dir, rows, progress)
+    model, tok, mask_id, ds = model_and_data(cfg, accelerator, output_dir, rows, progress, stop, allow_data_change)
+    stop.phase = "while preparing the model"
     engine = make_engine(resolve(cfg, model, accelerator), accelerator)
     model, optimizer, scheduler = prepare(engine, model, o)
-    run = _Run(cfg, engine, output_dir, *resume(engine, output_dir), stop_after, progress)
-    stop = Stopper(accelerator.is_main_process)  # a signal or the job's deadline: checkpoint and stop
+    stop.phase = "while resuming"
+    run = _Run(cfg, engine, output_dir, *resume(engine, output_dir), stop_after, progress, store_identity(ds), memory)
+    stop.at_steps()  # from here: stop after the step, with a checkpoint
     try:
         for step in run.bar:
             t0 = time.perf_counter()
@@ -244,7 +281,6 @@ def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | N
             if why and step + 1 < run.end:
                 run.interrupt(step + 1, why, saved=saved_s > 0)
     finally:
-        stop.close()
         run.bar.close()
     if run.end == o.max_steps:
         accelerator.wait_for_everyone()
@@ -253,7 +289,7 @@ def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | N
             save_final(engine.raw(model) if full is None else full, tok, cfg, output_dir, run.meta,
                        final_dtype(cfg, accelerator.device.type))
         accelerator.wait_for_everyone()
-    log.info("process %d: peak resident memory %.0f MiB", accelerator.process_index, peak_rss_mib())
+    log.info("process %d: peak resident memory %s", accelerator.process_index, memory.stop().text())
     return output_dir / "final"
 
 
@@ -261,8 +297,10 @@ class _Run:
     """The bookkeeping of a run: its range of steps (with a progress bar), its metrics rows and checkpoints."""
 
     def __init__(self, cfg: TrainConfig, engine, output_dir: Path, start_step: int, tokens_seen: int,
-                 stop_after: int | None, progress: bool):
+                 stop_after: int | None, progress: bool, data: dict | None = None, memory=None):
         from tqdm.auto import tqdm
+
+        self.data = data  # the token store's identity, recorded in every checkpoint
 
         self.engine, accelerator = engine, engine.acc
         world, o = accelerator.num_processes, cfg.optim
@@ -278,7 +316,7 @@ class _Run:
         self.bar = tqdm(range(start_step, self.end), initial=start_step, total=o.max_steps,
                         desc=f"train {cfg.recipe}", disable=not (progress and accelerator.is_main_process),
                         dynamic_ncols=True)
-        self.clock = _Clock(tokens_seen, HostLoad(processes=world).start())  # and how busy the machine was
+        self.clock = _Clock(tokens_seen, HostLoad(processes=world).start(), memory)  # and how busy the machine was
 
     def done_step(self, step: int, loss: float, lr: float, grad_norm, norm: int, n_seq: int) -> float:
         """Count the step's tokens; a metrics row every ``train.log_every`` steps and at the end; a checkpoint
@@ -299,14 +337,15 @@ class _Run:
             self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tps:.0f}")
         if done % t.save_every == 0 or done == self.end:
             t0 = time.perf_counter()
-            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, t.keep_checkpoints)
+            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, t.keep_checkpoints, self.data)
             return time.perf_counter() - t0
         return 0.0
 
     def interrupt(self, done: int, reason: str, saved: bool) -> None:
         """Stop after step ``done``: its checkpoint (unless this step wrote one), then :class:`TrainingInterrupted`."""
         if not saved:
-            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, self.cfg.train.keep_checkpoints)
+            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, self.cfg.train.keep_checkpoints,
+                            self.data)
         log.warning("stopping after step %d: %s", done, reason)
         raise TrainingInterrupted(done, reason, self.output_dir / "checkpoints" / f"step-{done}")
 
@@ -314,8 +353,8 @@ class _Run:
 class _Clock:
     """Tokens per second over each logged interval, with the host's load sampled over the same interval."""
 
-    def __init__(self, tokens_seen: int, host: HostLoad):
-        self.t_last, self.tok_last, self.host = time.perf_counter(), tokens_seen, host
+    def __init__(self, tokens_seen: int, host: HostLoad, memory=None):
+        self.t_last, self.tok_last, self.host, self.memory = time.perf_counter(), tokens_seen, host, memory
 
     def tokens_per_s(self, tokens_seen: int) -> float:
         now = time.perf_counter()
@@ -324,13 +363,14 @@ class _Clock:
         return tps
 
     def context(self, recipe: str, world: int) -> dict:
-        """The run's columns of a metrics row: recipe, processes, threads, and the host's load since the last."""
+        """The run's columns of a metrics row: recipe, processes, threads, the peak resident memory (total, and
+        its anonymous and file-backed parts where the platform tells them: :mod:`.footprint`), and the host's load
+        since the last."""
+        peaks = self.memory.peaks if self.memory is not None else {}
         return {"recipe": recipe, "world_size": world, "torch_threads": torch.get_num_threads(),
-                "peak_rss_mib": round(peak_rss_mib(), 1), **self.host.sample()}
+                "peak_rss_mib": round(peak_rss_mib(), 1),
+                **{f"peak_rss_{k}_mib": round(peaks[k], 1) for k in ("anon", "file") if k in peaks},
+                **self.host.sample()}
 
 
-def peak_rss_mib() -> float:
-    """This process' peak resident memory so far (Linux ``ru_maxrss``, KiB), in MiB."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak_rss_mib = footprint.peak_rss_mib

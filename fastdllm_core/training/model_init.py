@@ -18,24 +18,37 @@ def tokenizer_texts(rows: list[dict]):
                 yield f"{m['role']}\n{m['content']}"
 
 
+def build_tokenizer(mc: ModelConfig, rows: list[dict] | None = None):
+    """(tokenizer, [MASK] id) of ``model.init`` without the model: the tiny model's character tokenizer or a
+    byte-level BPE of ``model.vocab_size`` trained on ``rows`` (``model.tokenizer``), else the checkpoint's
+    (:func:`~fastdllm_core.loading.load_tokenizer`).  What the token store is encoded with, before any weights load."""
+    from ..loading import ensure_mask_token, load_tokenizer
+
+    if mc.init != "tiny":
+        return load_tokenizer(mc.init)
+    from ..tiny import bpe_tokenizer, char_tokenizer
+
+    if mc.tokenizer == "bpe":
+        tok = bpe_tokenizer(tokenizer_texts(rows or []), mc.vocab_size)
+    elif mc.tokenizer == "char":
+        tok = char_tokenizer()
+    else:
+        raise ValueError(f"model.tokenizer must be 'char' or 'bpe', got {mc.tokenizer!r}")
+    return tok, ensure_mask_token(tok)
+
+
 def build_model(mc: ModelConfig, *, seed: int, block_size: int, device: str, attn_implementation: str | None = None,
-                rows: list[dict] | None = None):
+                rows: list[dict] | None = None, tokenizer=None):
     """Model + tokenizer + mask token id from ``model.init``: ``tiny`` = a random tiny Qwen2 (weights from
-    ``seed``) with the character tokenizer (``model.tokenizer: char``) or a byte-level BPE of ``model.vocab_size``
-    trained on ``rows`` (``model.tokenizer: bpe``); anything else is loaded with
+    ``seed``) with ``tokenizer`` (default: :func:`build_tokenizer`'s, from ``rows``); anything else is loaded with
     :func:`~fastdllm_core.loading.load_model` (``block_size``: its block size when it is a block-diffusion model)."""
     from ..loading import default_attn_implementation, ensure_mask_token, load_model
 
     attn = attn_implementation or default_attn_implementation(device)
     if mc.init == "tiny":
-        from ..tiny import bpe_tokenizer, char_tokenizer, tiny_model, tiny_qwen2_config
+        from ..tiny import tiny_model, tiny_qwen2_config
 
-        if mc.tokenizer == "bpe":
-            tok = bpe_tokenizer(tokenizer_texts(rows or []), mc.vocab_size)
-        elif mc.tokenizer == "char":
-            tok = char_tokenizer()
-        else:
-            raise ValueError(f"model.tokenizer must be 'char' or 'bpe', got {mc.tokenizer!r}")
+        tok = tokenizer if tokenizer is not None else build_tokenizer(mc, rows)[0]
         arch = {"vocab_size": -(-len(tok) // 8) * 8, **mc.tiny}
         model = tiny_model(tiny_qwen2_config(**arch), seed=seed, attn_implementation=attn)
         mask_id = ensure_mask_token(tok, model)

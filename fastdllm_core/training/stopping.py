@@ -13,9 +13,16 @@ raised: ``fastdllm train`` exits with status 75 (EX_TEMPFAIL), the DAG's job fai
 ``train_model`` (sized from the training plan) resumes from the checkpoint.  Why not SLURM's ``--signal`` warning:
 it goes to every process of the job step, and the step's own processes (Snakemake's jobstep, the torchrun agent)
 take the default action of SIGUSR1, which ends them; the deadline needs no signal.
+
+Before the first step (the data check, the token store's build -- hours at 1B tokens --, the model's load, the
+resume) a signal stops the process where it is: the handler raises :class:`StopRequested` (once; a second signal
+is only recorded), temporary files are removed on the way out, and ``train`` raises :class:`TrainingInterrupted`
+naming the phase (``fastdllm train`` exits 75 all the same).  :func:`deferred` holds a signal back over a step that
+must not be cut in two (the store's rename into place).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -34,12 +41,58 @@ DEADLINE_VAR, MARGIN_VAR = "FASTDLLM_TRAIN_DEADLINE", "FASTDLLM_STOP_MARGIN_S"
 
 
 class TrainingInterrupted(RuntimeError):
-    """The run stopped before ``optim.max_steps`` with a checkpoint; the next run resumes from it."""
+    """The run stopped before ``optim.max_steps``; the next run resumes from ``checkpoint`` (None: step 0)."""
 
-    def __init__(self, step: int, reason: str, checkpoint):
-        super().__init__(f"training stopped after step {step} ({reason}); checkpoint {checkpoint}: the next "
-                         "attempt resumes from it")
+    def __init__(self, step: int, reason: str, checkpoint, before_training: bool = False):
+        if before_training:
+            nxt = f"resumes from {checkpoint}" if checkpoint else "starts from step 0"
+            msg = (f"training stopped before its first step ({reason}); nothing was left half-written: the next "
+                   f"attempt {nxt}")
+        else:
+            msg = (f"training stopped after step {step} ({reason}); checkpoint {checkpoint}: the next attempt "
+                   "resumes from it")
+        super().__init__(msg)
         self.step, self.reason, self.checkpoint = step, reason, checkpoint
+
+
+def interrupted_before_training(run_dir, reason: str) -> TrainingInterrupted:
+    """The :class:`TrainingInterrupted` of a run in ``run_dir`` stopped before its first step."""
+    from pathlib import Path
+
+    from .checkpoints import checkpoint_step, checkpoints
+
+    cks = checkpoints(Path(run_dir))
+    return TrainingInterrupted(checkpoint_step(cks[-1]) if cks else 0, reason, cks[-1] if cks else None,
+                               before_training=True)
+
+
+class StopRequested(BaseException):
+    """A stop signal before the run's first step, raised where the process is (a ``BaseException``, as
+    ``KeyboardInterrupt``: no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signame: str):
+        super().__init__(signame)
+        self.signame = signame
+
+
+_ACTIVE: list = []  # the Stoppers whose handlers are installed, innermost last
+
+
+@contextlib.contextmanager
+def deferred():
+    """A signal arriving inside is held until the end of the block, then raised (set-up phase only)."""
+    s = _ACTIVE[-1] if _ACTIVE else None
+    if s is None or not s.immediate:
+        yield
+        return
+    s.immediate = False
+    try:
+        yield
+    finally:
+        s.immediate = True
+        if s.signal and not s.raised:
+            s.raised = True
+            raise StopRequested(s.signal)
 
 
 def slurm_time_left(job_id: str, run=subprocess.run) -> float | None:
@@ -71,10 +124,12 @@ def job_deadline(env: Mapping[str, str], now: float, run=subprocess.run) -> floa
 class Stopper:
     """Whether to stop after this step (see the module docstring); ``close`` restores the signal handlers."""
 
-    def __init__(self, is_main: bool, env: Mapping[str, str] | None = None, clock=time.time):
+    def __init__(self, is_main: bool, env: Mapping[str, str] | None = None, clock=time.time,
+                 immediate: bool = False, deadline: bool = True):
         env = os.environ if env is None else env
-        self.clock, self.signal = clock, None
-        self.deadline = job_deadline(env, clock()) if is_main else None
+        self.clock, self.signal, self.immediate, self.raised = clock, None, immediate, False
+        self.phase = ""  # what the run is doing before its first step, for the message
+        self.deadline = job_deadline(env, clock()) if is_main and deadline else None
         default = "300" if env.get("SLURM_JOB_ID") else "0"
         try:
             self.margin = float(env.get(MARGIN_VAR) or default)
@@ -85,11 +140,22 @@ class Stopper:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 self._old[sig] = signal.signal(sig, self._on_signal)
+            _ACTIVE.append(self)
         if self.deadline is not None:
             log.info("job deadline in %.0f s: the run stops with a checkpoint before it", self.deadline - clock())
 
     def _on_signal(self, signum, frame) -> None:
         self.signal = signal.Signals(signum).name
+        if self.immediate and not self.raised:
+            self.raised = True
+            raise StopRequested(self.signal)
+
+    def at_steps(self) -> None:
+        """From here on a signal stops the run after the step it is in, with a checkpoint."""
+        self.immediate = False
+
+    def setup_reason(self, exc: StopRequested) -> str:
+        return f"received {exc.signame}{' ' + self.phase if self.phase else ''}"
 
     def timed(self, step_s: float, save_s: float = 0.0) -> None:
         """Record the last step's time (and its checkpoint's, if one was written)."""
@@ -117,4 +183,6 @@ class Stopper:
     def close(self) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+        if self._old and self in _ACTIVE:
+            _ACTIVE.remove(self)
         self._old = {}

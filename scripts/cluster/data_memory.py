@@ -4,9 +4,11 @@ For each size: a local copy of the LLaMA-Nemotron SFT layout in the dataset's ow
 safety short of their share as in the real set, think-trace rows the default drops, one malformed row per
 subset), the adaptation set built from it (``adaptation_data.build``), then 2 training processes (torchrun,
 gloo, one thread each) from the released tiny base for a few steps: the main process tokenizes and packs into
-the run's token store, both read it through memory maps; then a resume, which reuses the store.  For comparison,
+the run's token store, both read their batches from it; then a resume, which reuses the store.  For comparison,
 the packing of the previous code path (every row and sequence in Python lists: ``build_dataset``) in one process.
-Every phase runs in a fresh process and reports its own ``ru_maxrss``.
+Every phase runs in a fresh process and reports its own ``ru_maxrss``; the training processes also the peaks of
+their anonymous and file-backed resident memory (``anon_peak_mib``, ``file_peak_mib``: the log line of
+``fastdllm_core.training.loop``).
 
     python scripts/cluster/data_memory.py --tokens 1e7 4e7 --out results/cluster/data_memory.csv
 """
@@ -35,6 +37,8 @@ WORDS = ("the value of x is computed by adding each number in the list then retu
 SHARES = {"code": 0.3, "math": 0.3, "science": 0.3, "chat": 0.05, "safety": 0.05}  # of the rows written
 TOKENS_PER_ROW = 750  # about, with the tiny base's tokenizer (measured)
 PEAK = re.compile(r"process (\d+): peak resident memory (\d+) MiB")
+PARTS = re.compile(r"process (\d+): peak resident memory \d+ MiB \(ru_maxrss; anonymous peak (\d+) MiB, file-backed "
+                   r"peak (\d+) MiB\)")
 
 
 def write_source(root: Path, tokens: float, seed: int = 0) -> None:
@@ -103,8 +107,10 @@ def train(work: Path, steps: int) -> tuple[dict, float]:
     if res.returncode:
         raise RuntimeError(res.stderr[-3000:])
     peaks = {int(a): float(b) for a, b in PEAK.findall(res.stderr)}
+    parts = {int(a): (float(b), float(c)) for a, b, c in PARTS.findall(res.stderr)}
     meta = json.loads((work / "run" / "data" / "meta.json").read_text())
-    return {"peaks": peaks, "sequences": meta["sequences"], "store_mtime_ns": (work / "run" / "data" / "meta.json")
+    return {"peaks": peaks, "parts": parts, "sequences": meta["sequences"],
+            "store_mtime_ns": (work / "run" / "data" / "meta.json")
             .stat().st_mtime_ns}, time.perf_counter() - t
 
 
@@ -122,7 +128,9 @@ def measure(tokens: float, work: Path) -> list[dict]:
                  wall_s=round(t_build, 1), note=f"largest worker process {built['children_peak_rss_mib']:.0f} MiB, shortfall {built['shortfall_tokens']}, malformed "
                                                 f"{built['malformed_rows']}, redistributed {built['redistributed']}")]
     for phase, r, t in (("train_2proc_builds_store", first, t_first), ("resume_2proc_reuses_store", again, t_again)):
-        rows += [dict(common, phase=phase, process=p, peak_rss_mib=round(v), wall_s=round(t, 1),
+        rows += [dict(common, phase=phase, process=p, peak_rss_mib=round(v),
+                      anon_peak_mib=round(r["parts"][p][0]) if p in r["parts"] else "",
+                      file_peak_mib=round(r["parts"][p][1]) if p in r["parts"] else "", wall_s=round(t, 1),
                       note=("store built" if r is first else "store reused" if again["store_mtime_ns"] ==
                             first["store_mtime_ns"] else "store rebuilt"))
                  for p, v in sorted(r["peaks"].items())]
