@@ -16,7 +16,7 @@ from ..provenance import OutDirBusy
 from ..training import loop
 from ..training.config import TrainConfig, UnknownKey, paper_budget_warning, set_key
 from ..training.data import check_train_files
-from ..training.rows import DataError
+from ..training.row_reader import DataError
 from ..training.run_lock import run_lock
 from ..training.stopping import (EXIT_INTERRUPTED, StopRequested, Stopper, TrainingInterrupted,
                                  interrupted_before_training)

@@ -3,7 +3,7 @@ recipe and its ablations), or NTP fine-tune it.
 
 * :mod:`.config`: the typed :class:`~.config.TrainConfig` (a frozen dataclass per YAML section), the recipes, the
   key checks and the merge (no torch: the DAG imports it at parse time);
-* :mod:`.rows`: a training row as read from a JSONL line, or the named reason it is not one (both readers);
+* :mod:`.row_reader`: a training row as read from a JSONL line, or the named reason it is not one (both readers);
 * :mod:`.data`: training rows -> token ids and labels -> packed sequences;
 * :mod:`.token_store`, :mod:`.store_key`: the run's packed data on disk and what it is made of (a resume on other
   data is refused);

@@ -32,7 +32,7 @@ equally over the subsets that still have rows, until the budget is met or every 
 gives each subset's redistributed tokens and the total shortfall).  A malformed row, whatever its line holds
 (bytes that are not UTF-8, not JSON, nested too deeply, a JSON value that is not an object, a missing or mistyped
 field, a role that is not system/user/assistant, a lone surrogate, a row the tokenizer or its chat template
-refuses: :mod:`.rows`), is skipped and counted in the manifest by reason (``malformed_reasons``), the first few
+refuses: :mod:`.row_reader`), is skipped and counted in the manifest by reason (``malformed_reasons``), the first few
 named.  The subsets are indexed and tokenized in parallel processes; the same rows for the same files and seed,
 whatever the machine or the number of processes.  The build's temporary directory is
 ``.adaptation.<host>.<pid>.<random>`` beside the output; one left by a killed build is removed by the next.
@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from ..provenance import atomic_path, write_json_atomic
-from .rows import (BAD_FIELD, MAX_LINE_BYTES, NOT_ENCODABLE, NOT_OBJECT, RowError, brief, lines, parse_json,
+from .row_reader import (BAD_FIELD, MAX_LINE_BYTES, NOT_ENCODABLE, NOT_OBJECT, RowError, brief, lines, parse_json,
                    to_messages, type_name)
 
 DATASET = "nvidia/Llama-Nemotron-Post-Training-Dataset"
@@ -130,7 +130,7 @@ def snapshot_commit(root) -> str | None:
 
 
 def to_training_row(row, reasoning: str = "off", keep_system_prompt: bool = False) -> dict | None:
-    """One dataset row as ``{"messages": [...]}``, checked as training checks its rows (:mod:`.rows`), or None when
+    """One dataset row as ``{"messages": [...]}``, checked as training checks its rows (:mod:`.row_reader`), or None when
     its reasoning mode is not wanted; a row that is not the dataset's schema raises :class:`~.rows.RowError`."""
     if not isinstance(row, dict):
         raise RowError(NOT_OBJECT, f"not a Llama-Nemotron SFT row: a JSON {type_name(row)}, not an object")
@@ -203,7 +203,7 @@ class _Malformed:
 def subset_index(root: Path, subset: str, c: dict, out: Path | None = None) -> dict:
     """The eligible rows of ``subset`` in seeded key order, as arrays of (file number, byte offset): the rows
     themselves are read back one by one (:func:`read_row`), never all held in memory (12 bytes a row).  A
-    malformed row (whatever the line holds: :mod:`.rows`) is skipped and counted by reason, the first few named.
+    malformed row (whatever the line holds: :mod:`.row_reader`) is skipped and counted by reason, the first few named.
     With ``out`` the arrays are saved there (``<subset>.npz``) and left out of the result."""
     files = sorted((root / "SFT" / subset).glob("*.jsonl"))
     keys, fno, offs, bad = array("Q"), array("i"), array("q"), _Malformed()

@@ -1,6 +1,6 @@
 """Training data: chat-formatted (SFT) or plain-text examples -> ids/labels -> packed sequences.
 
-* ``encode_example``: a row is read and checked by :mod:`.rows` (the data check's own reading: a row the check
+* ``encode_example``: a row is read and checked by :mod:`.row_reader` (the data check's own reading: a row the check
   accepts is one this function encodes); a chat row (``messages`` or ``prompt`` + ``response``) goes through the
   tokenizer's chat template; every assistant turn (up to and including its end-of-turn token) is a label, prompt
   tokens are -100 (never in the loss).  With ``drop_after_answer`` (default) the template tokens after the last
@@ -29,15 +29,15 @@ from pathlib import Path
 import torch
 
 from .config import check_lengths
-from .rows import DataError, RowError, check_row, lines, parse_json, row_text, to_messages  # noqa: F401
+from .row_reader import DataError, RowError, check_row, lines, parse_json, row_text, to_messages  # noqa: F401
 
 IGNORE = -100
 PACKINGS = ("pad", "naive", "whole")
 
 
 def iter_rows(path: str | Path):
-    """(line number, row) of every training row of a JSONL file, each read and checked as :mod:`.rows` says; a bad
-    line is a :class:`~.rows.DataError` naming the file, the line and the reason."""
+    """(line number, row) of every training row of a JSONL file, each read and checked as :mod:`.row_reader` says; a bad
+    line is a :class:`~.row_reader.DataError` naming the file, the line and the reason."""
     for n, _, raw in lines(path):
         try:
             row = parse_json(raw)

@@ -19,7 +19,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from .rows import DataError
+from .row_reader import DataError
 
 log = logging.getLogger(__name__)
 VERSION = 2

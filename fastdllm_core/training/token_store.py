@@ -8,11 +8,11 @@ Layout of ``<run>/data`` (written into a temporary directory and renamed, so it 
 * ``meta.json``: N, L, D, the packing, the pad id, the number of examples, and what made it
   (:func:`~.store_key.identity`: the data's and the tokenizer's digests, the settings, their ``key``).
 
-The build (:func:`build_store`) streams: the rows of ``data.train_files`` are read (:mod:`.rows`) and encoded one
+The build (:func:`build_store`) streams: the rows of ``data.train_files`` are read (:mod:`.row_reader`) and encoded one
 by one into a temporary example file (``examples.u32`` / ``examples.u8``; in memory only 17 bytes a row: offset,
 order, whether it has a label), then packed in the seeded order of :func:`~.data.build_dataset` by the same
 packer (:func:`~.data.pack_stream`) and written sequence by sequence.  A row the tokenizer cannot encode is a
-:class:`~.rows.DataError` naming the file and line.  The sequences are those of :func:`~.data.build_dataset`,
+:class:`~.row_reader.DataError` naming the file and line.  The sequences are those of :func:`~.data.build_dataset`,
 token for token (tests/test_token_store.py): the losses of a run do not depend on where its data lives.  Reads,
 in the build and in training, are ``pread`` calls, not memory maps: the pages go to the page cache, not to the
 process' resident set.  The temporary disk of a build peaks at 5 bytes a token of the examples plus 5 bytes a
@@ -43,7 +43,7 @@ import torch
 from ..provenance import write_json_atomic
 from . import footprint
 from .data import IGNORE, encode_example, iter_rows, pack_stream
-from .rows import NOT_ENCODABLE, DataError
+from .row_reader import NOT_ENCODABLE, DataError
 from .run_lock import file_lock, remove_stale, unique_dir
 from .stopping import StopRequested, deferred
 from .store_key import (VERSION, MainProcessFailed, identity, recorded,  # noqa: F401 (store_key: API)

@@ -1,4 +1,4 @@
-"""Arbitrary lines thrown at both readers of training rows (fastdllm_core.training.rows; Hypothesis): training's
+"""Arbitrary lines thrown at both readers of training rows (fastdllm_core.training.row_reader; Hypothesis): training's
 reader names every line it refuses (file and line) and every row it accepts encodes, with a character tokenizer
 and a byte-level BPE under a Qwen2.5-style chat template; the adaptation build skips and counts every malformed
 line by reason and never fails on one."""
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fastdllm_core.training import adaptation_data as ad
 from fastdllm_core.training.data import DataError, check_train_files, encode_example, iter_rows
-from fastdllm_core.training.rows import MAX_LINE_BYTES
+from fastdllm_core.training.row_reader import MAX_LINE_BYTES
 
 # Qwen2.5-Instruct's chat template without its tools branch: a default system prompt when the first message is
 # not one, a system message elsewhere rendered as a turn, roles it does not know dropped
@@ -166,7 +166,7 @@ def test_adaptation_build_never_fails_on_a_row(tmp_path, tokenizers, lines):
 
 
 def test_a_line_longer_than_the_limit_is_a_reason_and_is_not_read_whole(tmp_path, monkeypatch):
-    import fastdllm_core.training.rows as rows
+    import fastdllm_core.training.row_reader as rows
 
     monkeypatch.setattr(rows, "MAX_LINE_BYTES", 1000)
     monkeypatch.setattr(rows, "_CHUNK", 64)
