@@ -1,0 +1,20 @@
+"""The scale study's plan for this run (bases built, snapshots made, estimated training time), refused before any
+training when the estimate exceeds scale_study.ceiling_hours (workflow/lib/scale_study.check_ceiling)."""
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
+from _log import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import json
+
+    import scale_study
+    from fastdllm_core.provenance import write_text_atomic
+
+    sm = snakemake  # noqa: F821
+    est = scale_study.check_ceiling(sm.config)
+    plan = {"built_bases": list(sm.params.built), "snapshots": sorted(sm.params.todo), "estimate_hours": est,
+            "params": scale_study.params_of(sm.config)}
+    print(f"scale study: {len(plan['snapshots'])} snapshots and {len(plan['built_bases'])} bases to make, estimated "
+          f"{est['wall']:.1f} h on {sm.config['scale_study'].get('cores', 1)} cores")
+    write_text_atomic(sm.output[0], json.dumps(plan, indent=1) + "\n")
