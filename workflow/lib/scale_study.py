@@ -60,7 +60,7 @@ def resolve(config: dict) -> dict:
     the released default base and drops ``ar_pretrained`` (:func:`released.resolve`).  Call it first."""
     s = study(config)
     if not s or "stages" in s:
-        return config
+        return dict(config)
     missing = [m for m in STAGES.values() if "train" not in config["models"].get(m, {})]
     if missing:
         raise ValueError(f"scale_study: the bases are built as the default's: models {missing} need a train: block")
@@ -139,6 +139,15 @@ def built_sizes(config: dict) -> list[str]:
     need = set(todo_bases(config)) | {chains(config)[v["chain"]]["size"] for v in todo(config).values()}
     return [s for s in list(sizes(config))[1:]
             if s in need and (build or not os.path.isfile(os.path.join(release_dir(config, s), "manifest.json")))]
+
+
+def plan_digest(todo_snapshots: dict, built: list[str]) -> str:
+    """A short name for what a run makes (its snapshots and built bases): rule scale_plan's file."""
+    import hashlib
+    import json
+
+    text = json.dumps({"todo": todo_snapshots, "built": built}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def priority(config: dict, snapshot: dict) -> int:

@@ -189,6 +189,8 @@ SCALE_CHAINS = scale_study.chains(config)
 SCALE_SNAPSHOTS = scale_study.snapshots(config, SCALE_CHAINS)
 SCALE_TODO = scale_study.todo(config) if SCALE_CHAINS else {}
 SCALE_BUILT = scale_study.built_sizes(config) if SCALE_CHAINS else []
+# this run's plan, named by its content: a run that would make something else is checked against the ceiling anew
+SCALE_PLAN = f"{SCALE_DIR}/plans/{scale_study.plan_digest(SCALE_TODO, SCALE_BUILT)}.json"
 
 
 def scale_chain(wc):
@@ -209,7 +211,7 @@ def scale_snapshot_inputs(wc):
     chain's previous snapshot when this run makes it (its run goes on from there)."""
     s = SCALE_SNAPSHOTS[wc.snapshot]
     prev = [f"{SCALE_DIR}/models/{s['previous']}"] if s["previous"] in SCALE_TODO else []
-    return {"data": f"{SCALE_DIR}/data/adapt.jsonl", "prev": prev, "plan": f"{SCALE_DIR}/plan.json",
+    return {"data": f"{SCALE_DIR}/data/adapt.jsonl", "prev": prev, "plan": ancient(SCALE_PLAN),
             "init": scale_base_inputs(scale_chain(wc)["size"])}
 
 

@@ -15,12 +15,10 @@ rule scale_study:
 
 rule scale_plan:
     """What this run makes (bases, chains, snapshots) and its estimated training time; refused, before any training,
-    when the estimate exceeds scale_study.ceiling_hours."""
+    when the estimate exceeds scale_study.ceiling_hours.  Named by its content (a run that makes the same is not
+    checked twice)."""
     output:
-        f"{SCALE_DIR}/plan.json",
-    params:
-        todo=SCALE_TODO,
-        built=SCALE_BUILT,
+        SCALE_PLAN,
     log:
         f"{LOGS}/scale_study/plan.log",
     threads: 1
@@ -61,7 +59,7 @@ rule scale_base:
     input:
         data=lambda wc: scale_study.base_dataset(config, wc.stage),
         init=lambda wc: [f"{SCALE_DIR}/bases/{wc.size}/pretrain/run/final"] if wc.stage == "sft" else [],
-        plan=f"{SCALE_DIR}/plan.json",
+        plan=ancient(SCALE_PLAN),  # after the ceiling's check; a later plan rebuilds nothing
     output:
         final=directory(f"{SCALE_DIR}/bases/{{size}}/{{stage}}/run/final"),
         metrics=f"{SCALE_DIR}/bases/{{size}}/{{stage}}/training_metrics.csv",

@@ -13,7 +13,8 @@ with logged(snakemake):  # noqa: F821
 
     sm = snakemake  # noqa: F821
     est = scale_study.check_ceiling(sm.config)
-    plan = {"built_bases": list(sm.params.built), "snapshots": sorted(sm.params.todo), "estimate_hours": est,
+    plan = {"built_bases": scale_study.built_sizes(sm.config), "snapshots": sorted(scale_study.todo(sm.config)),
+            "estimate_hours": est,
             "params": scale_study.params_of(sm.config)}
     print(f"scale study: {len(plan['snapshots'])} snapshots and {len(plan['built_bases'])} bases to make, estimated "
           f"{est['wall']:.1f} h on {sm.config['scale_study'].get('cores', 1)} cores")
