@@ -326,6 +326,7 @@ def test_end_to_end_ci_config(tmp_path):
     r2 = smk("-n", *args)
     assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
     _budget_study_end_to_end(tmp_path)
+    _scale_study_end_to_end(tmp_path)
 
 
 def _budget_study_end_to_end(tmp_path):
@@ -347,6 +348,38 @@ def _budget_study_end_to_end(tmp_path):
     assert (tmp_path / "budget_study" / "budget_study.png").stat().st_size > 0
     r2 = smk("budget_study", "-n", *args)
     assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
+
+
+def _scale_study_end_to_end(tmp_path):
+    """The scale study's target on the run above (config/ci.yaml: its two CI shapes, budget 1, seed 0): the larger
+    size's base built, rounded and released with a manifest, both bases scored, every snapshot trained, scored and
+    timed into the committed-rows folder, the page and figure written; then a no-op; then a deleted row is remade
+    and nothing else."""
+    import json
+
+    import pandas as pd
+
+    args = ("--cores", "2", "--configfile", "config/ci.yaml", "--config", f"results_dir={tmp_path}",
+            f"scale_study={{released_dir: {tmp_path}/released}}")
+    r = smk("scale_study", *args, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    manifest = json.loads((tmp_path / "released" / "scale_w48" / "manifest.json").read_text())
+    assert manifest["shape"]["hidden_size"] == 48 and manifest["scores"] and "model.safetensors" in manifest["files"]
+    summary = pd.read_csv(tmp_path / "scale_study" / "scale_study.csv")
+    assert set(summary["size"]) == {"w32", "w48"}
+    bd = summary[summary["model"] == "bd_pad_cm"]
+    assert {"accuracy", "accuracy_speed", "tokens_per_forward", "speedup_b1"} <= set(bd["quantity"])
+    assert (tmp_path / "scale_study" / "scale_study.png").stat().st_size > 0
+    points = tmp_path / "scale_study" / "points"
+    assert len(list(points.glob("*.accuracy.csv"))) == 6  # 2 bases + 2 sizes x 2 models
+    r2 = smk("scale_study", "-n", *args)
+    assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
+    (points / "w48.ntp.s0.x1.speed.csv").unlink()  # a deleted row: its snapshot alone is remade
+    r3 = smk("scale_study", "-n", *args)
+    out = r3.stdout + r3.stderr
+    jobs = dict(re.findall(r"^(scale_\w+)\s+(\d+)$", out, re.M))
+    assert r3.returncode == 0 and "models/w48.ntp.s0.x1" in out
+    assert jobs.get("scale_train") == "1" and jobs.get("scale_speed") == "1" and "scale_base" not in jobs
 
 
 @pytest.mark.parametrize("which", ["default", "paper"])

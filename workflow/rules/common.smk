@@ -13,6 +13,7 @@ import plan_summaries as summaries  # noqa: E402  (dry-run messages)
 import eval_cost  # noqa: E402  (evaluation cost estimates and shards, eval.shards)
 import released  # noqa: E402  (released checkpoints the DAG can also build)
 import plan_budget  # noqa: E402  (the budget study's chains and snapshots)
+import plan_scale  # noqa: E402  (the scale study's sizes, bases, chains and snapshots)
 import report_inputs  # noqa: E402  (which results each table and figure reads)
 import report_rules  # noqa: E402  (the tables and figures)
 
@@ -22,6 +23,10 @@ validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakem
 
 plan_checks.check(config)
 plan_budget.check(config)  # an unknown lever, a run over the ceiling: named before any training
+plan_scale.check(config)  # a bad size, an unknown size key: named before any training
+_scaled = plan_scale.resolve(config)  # the default base's stages, kept for the bases of other sizes
+config.clear()
+config.update(_scaled)
 # build_released / released_with: which released checkpoints this run loads and which it builds (ar_base)
 _resolved = released.resolve(config)
 config.clear()
@@ -173,3 +178,45 @@ def study_snapshot_inputs(wc):
     prev = [f"{STUDY_DIR}/models/{s['previous']}"] if s["previous"] else []
     return {"data": f"{STUDY_DIR}/data/adapt.jsonl", "prev": prev,
             "init": plan.init_inputs(config, study_chain(wc)["model"])}
+
+
+# the scale study (workflow/rules/scale_study.smk, included with `scale_study:`): sizes, chains and the snapshots this
+# run makes (a snapshot whose rows are committed under results/scale_study/points is read, not remade)
+SCALE_DIR = f"{R}/scale_study"
+SCALE_OUT = f"{RESULTS}/scale_study"
+SCALE_POINTS = plan_scale.points_dir(config) if plan_scale.study(config) else ""
+SCALE_CHAINS = plan_scale.chains(config)
+SCALE_SNAPSHOTS = plan_scale.snapshots(config, SCALE_CHAINS)
+SCALE_TODO = plan_scale.todo(config) if SCALE_CHAINS else {}
+SCALE_BUILT = plan_scale.built_sizes(config) if SCALE_CHAINS else []
+# this run's plan, named by its content: a run that would make something else is checked against the ceiling anew
+SCALE_PLAN = f"{SCALE_DIR}/plans/{plan_scale.plan_digest(SCALE_TODO, SCALE_BUILT)}.json"
+
+
+def scale_chain(wc):
+    """The chain (plan_scale.chains) of snapshot ``wc.snapshot``."""
+    return SCALE_CHAINS[SCALE_SNAPSHOTS[wc.snapshot]["chain"]]
+
+
+def scale_base_inputs(size):
+    """A size's base as an input: the bf16 copy this run builds, or the released directory."""
+    if size == plan_scale.reference_size(config):  # the default's base: released, or trained in this run
+        return plan.model_inputs(config, "ar_base")
+    src = plan_scale.base_source(config, size, SCALE_DIR)
+    return [src] if size in SCALE_BUILT else plan.standin_inputs(config, src)
+
+
+def scale_snapshot_inputs(wc):
+    """A snapshot's training inputs: the study's set, its size's base, the plan's estimate (scale_plan), and the
+    chain's previous snapshot when this run makes it (its run goes on from there)."""
+    s = SCALE_SNAPSHOTS[wc.snapshot]
+    prev = [f"{SCALE_DIR}/models/{s['previous']}"] if s["previous"] in SCALE_TODO else []
+    return {"data": f"{SCALE_DIR}/data/adapt.jsonl", "prev": prev, "plan": ancient(SCALE_PLAN),
+            "init": scale_base_inputs(scale_chain(wc)["size"])}
+
+
+def scale_points(kind):
+    """Every planned snapshot's ``kind`` file that exists or that this run makes."""
+    files = [plan_scale.point_files(config, s)[kind] for s in SCALE_SNAPSHOTS]
+    made = {plan_scale.point_files(config, s)[kind] for s in SCALE_TODO}
+    return [f for f in files if f in made or os.path.exists(f)]

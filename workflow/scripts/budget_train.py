@@ -1,4 +1,4 @@
-"""One snapshot of the budget study: the chain's run trained to this budget's steps (resuming from the previous
+"""One snapshot of the budget study (or of the scale study, rule scale_train): the chain's run trained to this budget's steps (resuming from the previous
 snapshot's checkpoint in the same run directory), its final checkpoint copied out as the snapshot, and its
 training rows (with the chain, budget, tokens and passes over the set) beside it."""
 import sys
@@ -45,10 +45,12 @@ with logged(snakemake):  # noqa: F821
     if not rows:
         raise RuntimeError(f"{run_dir / 'metrics.csv'} has no rows up to step {snap['steps']}")
     lever = chain["lever"] or {}
-    extra = {"snapshot": sm.wildcards.snapshot, "chain": snap["chain"], "model_group": chain["model"],
-             "train_seed": chain["seed"], "lever": lever.get("name", ""), "lever_value": lever.get("value", ""),
-             "budget": snap["budget"], "budget_tokens": snap["tokens"], "set_tokens": set_tokens,
-             "set_examples": store["examples"]}
+    # the study's own row fields when it gives them (the scale study: size and parameters), else the budget study's
+    extra = dict(getattr(sm.params, "fields", None) or {
+        "snapshot": sm.wildcards.snapshot, "chain": snap["chain"], "model_group": chain["model"],
+        "train_seed": chain["seed"], "lever": lever.get("name", ""), "lever_value": lever.get("value", ""),
+        "budget": snap["budget"], "budget_tokens": snap["tokens"]}, set_tokens=set_tokens,
+        set_examples=store["examples"])
     rows = [dict(extra, passes=round(int(r["tokens_seen"]) / set_tokens, 4), **r) for r in rows]
     write_csv_atomic(sm.output.metrics, rows)
     print(f"snapshot {out}; {rows[-1]['tokens_seen']} tokens seen, {rows[-1]['passes']} passes over "

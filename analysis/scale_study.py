@@ -1,0 +1,300 @@
+"""The scale study's summary, fit, table and figure: pure functions of its CSVs (rule scale_report).
+
+Inputs: the snapshots' accuracy rows (each with ``size``, ``size_params``, ``budget``, ``train_seed``,
+``model_group``), their batch-1 speed rows (the snapshot and its own base timed in one job), their training rows,
+and each size's base accuracy rows (``base.<size>``).  A gap is a snapshot's accuracy minus its *own size's* base,
+with the tables' intervals (:mod:`analysis.budget_study`); :func:`fit` regresses each gap on log10 parameters.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis import budget_study as B
+from analysis.paper_values import paper_value
+
+# Qwen2.5's parameter counts (its model cards, not the paper) and the paper's Table 1 rows of each size
+PAPER_SIZES = {"1.5B": (1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", "Qwen2.5-1.5B-Nemo-FT"),
+               "7B": (7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
+GAP_COLUMNS = ("avg", "gsm8k", "humaneval_base")
+KEYS = ["size", "model", "budget"]
+
+
+def paper_gaps(model_kind: str) -> list[dict]:
+    """The paper's own gaps to its AR base (Table 1; real benchmarks) for ``model_kind`` ``recipe`` or ``ntp``:
+    ``[{size, params, column, gap}]``."""
+    out = []
+    for name, (params, base, recipe, ntp) in PAPER_SIZES.items():
+        row = recipe if model_kind == "recipe" else ntp
+        for col in GAP_COLUMNS:
+            a, b = paper_value("table1", row, col), paper_value("table1", base, col)
+            if a is not None and b is not None and a.value is not None and b.value is not None:
+                out.append(dict(size=name, params=params, column=col, gap=a.value - b.value))
+    return out
+
+
+def base_references(bases: pd.DataFrame, columns: dict) -> dict:
+    """``{size: {column: (value, low, high)}}``: each size's base with Wilson intervals and its Avg."""
+    bases = B._num(bases, ["value", "n"])
+    return {size: B.reference(g, columns) for size, g in bases.groupby("size", sort=False)}
+
+
+def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bases: pd.DataFrame, columns: dict,
+              points: dict) -> pd.DataFrame:
+    """The long summary: per size, ``base`` rows (each base's own accuracy), then per size, model and budget
+    ``accuracy`` (against its size's base), ``accuracy_speed`` (block diffusion at the speed setting against its
+    own accuracy setting), ``tokens_per_forward`` and ``speedup_b1`` (batch-1 tokens/s over its base's)."""
+    refs = base_references(bases, columns)
+    params = {str(s): int(p) for s, p in B._num(bases, ["size_params"])[["size", "size_params"]].values}
+    rows = [dict(size=size, size_params=params.get(size), model="base", budget=0, quantity="base", column=col,
+                 value=v[0], ci_low=v[1], ci_high=v[2], n=_n(bases, size, col, columns))
+            for size, ref in refs.items() for col, v in ref.items()]
+    acc = B._num(acc, ["value", "n", "budget", "train_seed", "n_params", "size_params", "budget_tokens"])
+    speed = B._num(speed, ["budget", "speedup_vs_main_ar"])
+    metrics = B._num(metrics, ["budget", "step", "passes", "loss"])
+    acc = acc.rename(columns={"model": "snapshot_model"}).rename(columns={"model_group": "model"})
+    for key, g in acc.groupby(KEYS, sort=False):
+        base = dict(zip(KEYS, key))
+        ref = refs.get(base["size"], {})
+        last = metrics[metrics["snapshot"].isin(g["snapshot"])].sort_values("step").groupby("snapshot").tail(1)
+        base.update(size_params=int(g["size_params"].iloc[0]), budget_tokens=int(g["budget_tokens"].iloc[0]),
+                    tokens_per_param=float(g["budget_tokens"].iloc[0]) / float(g["size_params"].iloc[0]),
+                    passes=float(last["passes"].mean()) if len(last) else None,
+                    final_loss=float(last["loss"].mean()) if len(last) else None)
+        bd = (g["mode"] == "bd").any()
+        accuracy = B._rows(base, "accuracy", B._column_values(g, columns, points["accuracy"] if bd else "ar"), ref)
+        rows += accuracy
+        if bd:
+            own = {r["column"]: (r["value"], r["ci_low"], r["ci_high"]) for r in accuracy}
+            rows += B._rows(base, "accuracy_speed", B._column_values(g, columns, points["speed"]), own)
+            rows.append(dict(base, quantity="tokens_per_forward", column="all",
+                             value=B._tokens_per_forward(g, points["speed"]), seeds=g["train_seed"].nunique()))
+        s = speed[(speed["side"] == "snapshot") & speed["snapshot"].isin(g["snapshot"])]
+        if len(s):
+            v = s["speedup_vs_main_ar"].tolist()
+            rows.append(dict(base, quantity="speedup_b1", column="all", value=sum(v) / len(v), ci_low=min(v),
+                             ci_high=max(v), seeds=len(v)))
+    return pd.DataFrame(rows)
+
+
+def _n(bases: pd.DataFrame, size: str, col: str, columns: dict):
+    c = columns.get(col)
+    if not c:
+        return ""
+    sel = bases[(bases["size"] == size) & (bases["task"] == c["task"]) & (bases["metric"] == c["metric"])]
+    return int(sel["n"].iloc[0]) if len(sel) else ""
+
+
+def _gap_sigma(r) -> float:
+    """Standard error of a gap: the model's and its base's 95% half-widths, as normal, in quadrature."""
+    half_m = (float(r["ci_high"]) - float(r["ci_low"])) / 2
+    half_b = (float(r["ref_high"]) - float(r["ref_low"])) / 2
+    return math.hypot(half_m, half_b) / 1.959963984540054
+
+
+def fit_line(x: list[float], y: list[float], sigma: list[float]) -> dict:
+    """Weighted least squares ``y = a + b x`` with known standard errors ``sigma``: the slope and intercept with
+    their covariance (scaled up by the reduced chi-square when the points scatter more than their errors say), and
+    where the line crosses zero, ``x0 = -a / b``, with its 95% interval (Fieller; open when the slope is not
+    resolved from zero)."""
+    from scipy import stats
+
+    w = [1.0 / s**2 for s in sigma]
+    sw, sx, sy = sum(w), sum(wi * xi for wi, xi in zip(w, x)), sum(wi * yi for wi, yi in zip(w, y))
+    sxx, sxy = sum(wi * xi * xi for wi, xi in zip(w, x)), sum(wi * xi * yi for wi, xi, yi in zip(w, x, y))
+    det = sw * sxx - sx * sx
+    b, a = (sw * sxy - sx * sy) / det, (sxx * sy - sx * sxy) / det
+    dof = len(x) - 2
+    chi2 = sum(wi * (yi - a - b * xi) ** 2 for wi, xi, yi in zip(w, x, y))
+    scale = max(1.0, chi2 / dof) if dof > 0 else 1.0
+    vaa, vbb, vab = scale * sxx / det, scale * sw / det, -scale * sx / det
+    q = stats.t.ppf(0.975, dof) if dof > 0 and scale > 1 else 1.959963984540054
+    out = dict(points=len(x), slope=b, slope_low=b - q * math.sqrt(vbb), slope_high=b + q * math.sqrt(vbb),
+               intercept=a, chi2=chi2, dof=dof, x0=-a / b if b else float("nan"))
+    out.update(zip(("x0_low", "x0_high"), _fieller(a, b, vaa, vbb, vab, q)))
+    return out
+
+
+def _fieller(a: float, b: float, vaa: float, vbb: float, vab: float, q: float) -> tuple[float, float]:
+    """95% interval of ``x0 = -a / b`` (Fieller): the x where ``|a + b x| <= q * sd(a + b x)``, a quadratic in x;
+    (nan, nan) when that set is unbounded (the slope is not resolved from zero)."""
+    qa, qb, qc = b * b - q * q * vbb, 2 * (a * b - q * q * vab), a * a - q * q * vaa
+    disc = qb * qb - 4 * qa * qc
+    if qa <= 0 or disc < 0:
+        return float("nan"), float("nan")
+    r1, r2 = (-qb - math.sqrt(disc)) / (2 * qa), (-qb + math.sqrt(disc)) / (2 * qa)
+    return min(r1, r2), max(r1, r2)
+
+
+def fit(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per model, budget and gap column (:data:`GAP_COLUMNS`): the gap regressed on log10 parameters
+    (:func:`fit_line`) over the sizes measured, with the parameter count where the line reaches zero (10 to the
+    ``x0``) and its interval."""
+    s = B._num(summary[summary["quantity"] == "accuracy"], ["value", "ci_low", "ci_high", "ref_low", "ref_high",
+                                                            "difference", "size_params", "budget"])
+    rows = []
+    for (model, budget, col), g in s[s["column"].isin(GAP_COLUMNS)].groupby(["model", "budget", "column"]):
+        g = g.dropna(subset=["difference", "ci_low", "ref_low"])
+        if g["size"].nunique() < 2:
+            continue
+        line = fit_line([math.log10(p) for p in g["size_params"]], g["difference"].tolist(),
+                        [_gap_sigma(r) for _, r in g.iterrows()])
+        rows.append(dict(model=model, budget=int(budget), column=col, sizes=" ".join(g["size"]), **line,
+                         params_at_zero=10 ** line["x0"] if line["slope"] > 0 else float("nan"),
+                         verdict=_fit_verdict(line, g["difference"].max())))
+    return pd.DataFrame(rows)
+
+
+def _fit_verdict(line: dict, best: float) -> str:
+    if best >= 0:
+        return "no gap to close: the measured gap is not below zero at some size"
+    if line["slope_low"] > 0:
+        lo, hi = line["x0_low"], line["x0_high"]
+        where = (f"between {10 ** lo:.2g} and {10 ** hi:.2g} parameters" if not math.isnan(lo)
+                 else "at a size the fit cannot bound")
+        return f"narrows with size beyond noise; the line reaches zero at {10 ** line['x0']:.2g} ({where}; an " \
+               "extrapolation)"
+    return "does not narrow with size beyond noise: the trend does not point at parity"
+
+
+def _gap_cell(s: pd.DataFrame, column: str) -> str:
+    r = s[(s["quantity"] == "accuracy") & (s["column"] == column)]
+    if not len(r):
+        return ""
+    r = r.iloc[0]
+    half = (float(r["ci_high"]) - float(r["ci_low"])) / 2
+    seeds = int(r["seeds"])
+    return f"{B._fmt(r['difference'], sign=True)} ± {B._fmt(half)} ({r['verdict']}, {seeds} seed{'s' * (seeds > 1)})"
+
+
+def _bases_table(summary: pd.DataFrame) -> list[str]:
+    lines = ["| base | parameters | Avg. | GSM8K stand-in | HumanEval stand-in |", "|---|---|---|---|---|"]
+    b = summary[summary["quantity"] == "base"]
+    for size, g in b.groupby("size", sort=False):
+        cell = {}
+        for col in GAP_COLUMNS:
+            r = g[g["column"] == col]
+            cell[col] = (f"{float(r['value'].iloc[0]):.1f} ± {(float(r['ci_high'].iloc[0]) - float(r['ci_low'].iloc[0])) / 2:.1f}"
+                         if len(r) else "n/a")
+        lines.append(f"| {size} | {float(g['size_params'].iloc[0]) / 1e6:.2f}M | {cell['avg']} | {cell['gsm8k']} | "
+                     f"{cell['humaneval_base']} |")
+    return lines
+
+
+def _main_table(summary: pd.DataFrame, threshold: float) -> list[str]:
+    head = ["model", "size", "parameters", "budget (tokens / param)", "passes", "Avg. gap to its base", "GSM8K gap",
+            "HumanEval gap", f"tokens / forward (t={threshold:g})", f"Avg. change t=1.0 -> {threshold:g}",
+            "batch-1 speed / its base"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    s = summary[summary["quantity"] != "base"]
+    for (model, budget), mb in s.groupby(["model", "budget"], sort=False):
+        for size, g in mb.groupby("size", sort=False):
+            r = g.iloc[0]
+            sp = g[g["quantity"] == "speedup_b1"]
+            cells = [model, size, f"{float(r['size_params']) / 1e6:.2f}M",
+                     f"{int(budget)}x ({float(r['tokens_per_param']):.2f})", B._fmt(r.get("passes"), 2),
+                     _gap_cell(g, "avg"), _gap_cell(g, "gsm8k"), _gap_cell(g, "humaneval_base"),
+                     B._cell(g, "tokens_per_forward", "all", "value") or "-", B._cell(g, "accuracy_speed", "avg") or "-",
+                     f"{float(sp['value'].iloc[0]):.2f}x" if len(sp) else "n/a"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _fit_table(fits: pd.DataFrame) -> list[str]:
+    lines = ["| model | budget | gap | sizes | points per decade of parameters (95%) | verdict |", "|---|---|---|---|---|---|"]
+    for r in fits.itertuples():
+        lines.append(f"| {r.model} | {r.budget}x | {r.column} | {r.sizes} | {r.slope:+.1f} ({r.slope_low:+.1f} to "
+                     f"{r.slope_high:+.1f}) | {r.verdict} |")
+    return lines
+
+
+def markdown(summary: pd.DataFrame, fits: pd.DataFrame, missing: list[str], threshold: float, provenance: str) -> str:
+    """The study's page: the bases, every snapshot's gaps to its own base, the fits, the paper's gaps, and the
+    planned snapshots that have no rows yet."""
+    summary = B._num(summary, B.SUMMARY_NUMBERS + ["size_params", "ref_low", "ref_high"])
+    paper = "; ".join(f"{kind} {p['size']} {p['column']} {p['gap']:+.1f}" for kind in ("recipe", "ntp")
+                      for p in paper_gaps(kind))
+    out = ["## The bases (each size's AR base; 95% Wilson intervals over the test items)", "", *_bases_table(summary),
+           "", "## Gaps to each size's own base", "", *_main_table(summary, threshold), "",
+           "## Fits of the gap against log10 parameters", "", *_fit_table(fits), "",
+           "Each fit is a weighted least-squares line through the sizes' gaps (weights: the gap's variance from both "
+           "intervals; scaled up by the reduced chi-square when the points scatter more than that). Where the slope "
+           "is above zero beyond noise, the parameter count where the line reaches zero is an extrapolation with its "
+           "95% (Fieller) interval.", "",
+           f"The paper's own gaps (Table 1, real benchmarks, model minus its Qwen2.5-Instruct base): {paper}.", ""]
+    if missing:
+        out += [f"Planned but not yet run ({len(missing)}): {', '.join(missing)}.", ""]
+    return "\n".join(out + [provenance]) + "\n"
+
+
+def _param_axis(ax, xs: list[float]) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_xlim(min(xs) / 2, max(xs) * 2)
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"1e{round(math.log10(v))}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("parameters")
+
+
+def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, column: str, title: str) -> None:
+    acc = summary[(summary["quantity"] == "accuracy") & (summary["column"] == column)]
+    for i, ((model, budget), g) in enumerate(acc.groupby(["model", "budget"], sort=False)):
+        g = g.sort_values("size_params")
+        lo = (g["value"] - g["ci_low"]).clip(lower=0)
+        hi = (g["ci_high"] - g["value"]).clip(lower=0)
+        ax.errorbar(g["size_params"], g["difference"], yerr=[lo, hi], marker="o", capsize=3, color=f"C{i}",
+                    label=f"{model} {int(budget)}x")
+        f = fits[(fits["model"] == model) & (fits["budget"] == budget) & (fits["column"] == column)]
+        if len(f):
+            f = f.iloc[0]
+            xs = [g["size_params"].min(), g["size_params"].max()]
+            ax.plot(xs, [f["intercept"] + f["slope"] * math.log10(x) for x in xs], color=f"C{i}", ls="--", lw=1)
+    for kind, marker in (("recipe", "*"), ("ntp", "P")):
+        pts = [p for p in paper_gaps(kind) if p["column"] == column]
+        ax.scatter([p["params"] for p in pts], [p["gap"] for p in pts], marker=marker, s=70, color="k",
+                   label=f"paper {kind} (Table 1, real benchmarks)", zorder=3)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_ylabel("points")
+    ax.set_title(title, fontsize=10)
+
+
+def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float, footer: str) -> None:
+    """(a-c) the Avg., GSM8K and HumanEval gaps to each size's base against parameters, with the fits (dashed) and
+    the paper's gaps; (d) tokens per forward at the speed threshold; (e) batch-1 speed over the size's base; (f)
+    the bases' own Avg."""
+    summary = B._num(summary, B.SUMMARY_NUMBERS + ["size_params"])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plotting import save
+
+    fig, grid = plt.subplots(2, 3, figsize=(16, 9.5))
+    (a, b, c), (d, e, f) = grid
+    for ax, col, name in ((a, "avg", "Avg."), (b, "gsm8k", "GSM8K stand-in"), (c, "humaneval_base", "HumanEval stand-in")):
+        _gap_panel(ax, summary, fits, col, f"({'abc'[GAP_COLUMNS.index(col)]}) {name} gap to the size's AR base\n"
+                                           "(95% interval of the model; dashed: fit against log parameters)")
+    for ax, quantity, title in ((d, "tokens_per_forward", f"(d) tokens per forward at threshold {threshold:g}"),
+                                (e, "speedup_b1", "(e) batch-1 tokens/s over the size's AR base")):
+        q = summary[summary["quantity"] == quantity]
+        for i, ((model, budget), g) in enumerate(q.groupby(["model", "budget"], sort=False)):
+            g = g.sort_values("size_params")
+            ax.plot(g["size_params"], g["value"], marker="o", color=f"C{i}", label=f"{model} {int(budget)}x")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_title(title, fontsize=10)
+    base = summary[(summary["quantity"] == "base") & (summary["column"] == "avg")].sort_values("size_params")
+    f.errorbar(base["size_params"], base["value"], yerr=[base["value"] - base["ci_low"], base["ci_high"] - base["value"]],
+               marker="o", capsize=3, color="k", label="AR base (Avg.)")
+    f.set_title("(f) each size's AR base: Avg. over the stand-ins", fontsize=10)
+    xs = summary["size_params"].dropna().astype(float).tolist() + [p[0] for p in PAPER_SIZES.values()]
+    for ax in grid.ravel():
+        _param_axis(ax, xs)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="best")
+    fig.text(0.01, -0.01, footer, fontsize=8, ha="left", va="top", wrap=True)
+    fig.tight_layout()
+    save(fig, png, pdf)

@@ -1,0 +1,42 @@
+"""One stage of a scale-study base (pretrain or sft of one size): the default base's training with the size's shape
+and scaled learning rates, in the default base's data-parallel processes (one thread each on the CPU); resumes
+from run/checkpoints when a previous run was killed."""
+import sys
+
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import csv
+    from pathlib import Path
+
+    import yaml
+
+    import jobs
+    from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
+    from fastdllm_core.training.config import TrainConfig
+    from fastdllm_core.training.data import check_train_files
+    from fastdllm_core.training.launch import train_processes
+    from fastdllm_core.training.loop import train
+
+    sm = snakemake  # noqa: F821
+    device = jobs.require_device(sm.config)
+    config = TrainConfig.from_dict(sm.params.cfg)  # a bad key or value is named before anything is written
+    check_train_files(config.data.train_files)
+    run_dir = Path(sm.params.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(sm.params.cfg, sort_keys=False))
+    print(f"{sm.params.name}: {sm.params.recipe}, shape {sm.params.shape}, lr {config.optim.lr:g}, "
+          f"{config.optim.max_steps} steps, {sm.threads} process(es)", flush=True)
+    if config.train.device == "cpu" and sm.threads > 1:
+        final = train_processes(config, run_dir, sm.threads)
+    else:
+        final = train(config, run_dir, progress=True, data_checked=True)
+    with open(run_dir / "metrics.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        raise RuntimeError(f"{run_dir / 'metrics.csv'} has no rows")
+    extra = {"model": sm.params.name, "recipe": sm.params.recipe, "size": sm.params.size, "stage": sm.wildcards.stage,
+             "lr": config.optim.lr, "device": device}
+    write_csv_atomic(sm.output.metrics, [dict(extra, **r) for r in rows])
+    print(f"final checkpoint: {final}; final loss {rows[-1]['loss']}")

@@ -1,0 +1,29 @@
+"""A snapshot of the scale study, or a size's AR base (``base.<size>``), scored on every stand-in at every test item
+(workflow/lib/study_jobs.score)."""
+import sys
+
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    import plan_scale
+    import study_jobs
+    from fastdllm_core.provenance import write_csv_atomic
+
+    sm = snakemake  # noqa: F821
+    config = sm.config
+    if hasattr(sm.wildcards, "size"):  # a base: the AR model every chain of the size starts from
+        size = sm.wildcards.size
+        name, mode, group = f"base.{size}", "ar", "base"
+        label = f"AR base {size} ({plan_scale.params_of(config)[size] / 1e6:.2f}M)"
+        fields = {"snapshot": name, "chain": "", "size": size, "size_params": plan_scale.params_of(config)[size],
+                  "budget": 0, "budget_tokens": 0, "train_seed": "", "model_group": "base"}
+        source = sm.params.source
+    else:
+        job = plan_scale.snapshot_job(sm)
+        name, mode, group, fields = job.name, job.mode, job.chain["model"], job.fields
+        label = f"{config['models'][group].get('label', group)} {job.chain['size']} at {job.snap['budget']}x"
+        source = sm.input.model
+    rows = study_jobs.score(config, name, label, source, mode, fields, sm.params.data_paths, sm.params.cache_dir,
+                            sm.params.verdict_cache, group)
+    write_csv_atomic(sm.output[0], rows)
