@@ -235,14 +235,16 @@ def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.Da
 
 
 def comparable_text(md: str) -> str:
-    """The page without its findings, provenance and timing sections (:data:`NOT_COMPARED`): equal for two runs of
-    the same code on the same kernel path, and comparable with a page made before the findings section existed
-    (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py --check`` compare)."""
+    """The page's measurements: its headings, table rows and list lines (the comparisons), without the findings,
+    provenance and timing sections (:data:`NOT_COMPARED`) and without prose (a caption may be reworded without a
+    number moving): equal for two runs of the same code on the same kernel path, and comparable with a page made
+    before the findings section existed (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py
+    --check`` compare)."""
     out, skip = [], False
     for line in md.splitlines():
         if line.startswith("## "):
             skip = line.strip() in NOT_COMPARED
-        if not skip:
+        if not skip and line.startswith(("#", "|", "- ")):
             out.append(line)
     return "\n".join(out).rstrip() + "\n"
 
