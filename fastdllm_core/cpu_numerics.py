@@ -5,9 +5,8 @@ attention) from ATen's vectorised code, and both pick their code path at run tim
 machine, AVX-512 on another.  The paths sum in different orders, so the same training run gives different bits on
 two machines.  On this project's machines that is not a rounding detail: changing only the kernel path (``MKL_CBWR=
 COMPATIBLE`` instead of the default AVX2 path; same code, data and seed) changed the weights after the first step,
-and after the embedded default's 900 steps of pretraining and instruct tuning the AR base's accuracies moved by
-several points (docs/thread_policy.md, "Reproducibility"), which is how a README table came to disagree with a fresh run of the
-same commit.
+and after the AR base's 900 steps of pretraining and instruct tuning its accuracies moved by several points
+(docs/reproducibility.md, "Why CPU results differ").
 
 :func:`pin` fixes the path before torch runs its first kernel: ``MKL_CBWR=AVX2`` (MKL's conditional numerical
 reproducibility: the AVX2 path on every CPU that has it), ``ATEN_CPU_CAPABILITY=avx2`` and

@@ -26,7 +26,7 @@ run must be of the committed tree: the page records the source fingerprint of th
 committed picture is not the one the page records.  Commit the three files afterwards; after any change that can
 move a result (the fingerprint says which), run this again.  The page's comparisons are marked where a run on
 another CPU (``docs/findings_by_cpu.csv``, rows with the CPU and commit of their run) judged a column differently
-(``analysis.findings.marked``); see docs/findings_across_machines.md.
+(``analysis.findings.marked``); see docs/reproducibility.md.
 """
 from __future__ import annotations
 
