@@ -1,4 +1,4 @@
-# The scale study (config scale_study:, workflow/lib/scale_study.py): AR bases of growing size built from scratch,
+# The scale study (config scale_study:, workflow/lib/plan_scale.py): AR bases of growing size built from scratch,
 # each adapted with the recipe and NTP at the default's tokens per parameter and multiples of it; its own target,
 # never in paper_figures' path.  results/scale_study/: the tidy CSVs, the fit, the table and the figure.
 

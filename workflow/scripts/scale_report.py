@@ -7,6 +7,7 @@ from joblog import logged  # noqa: E402
 with logged(snakemake):  # noqa: F821
     from pathlib import Path
 
+    import plan_budget
     import plan_scale as plan
     from analysis import scale_study
     from analysis.results_io import load_csvs, measured_on
@@ -18,7 +19,7 @@ with logged(snakemake):  # noqa: F821
     metrics, bases = load_csvs(list(sm.input.metrics)), load_csvs(list(sm.input.bases))
     write_csv_atomic(sm.output.rows, acc.to_dict("records"))
     summary = scale_study.summarize(acc, speed, metrics, bases, plan.report_columns(config),
-                                    budget_plan.report_points(config))
+                                    plan_budget.report_points(config))
     fits = scale_study.fit(summary)
     write_csv_atomic(sm.output.summary, summary.to_dict("records"))
     write_csv_atomic(sm.output.fit, fits.to_dict("records"))
