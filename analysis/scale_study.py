@@ -19,6 +19,8 @@ PAPER_SIZES = {"1.5B": (1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", 
                "7B": (7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
 GAP_COLUMNS = ("avg", "gsm8k", "humaneval_base")
 KEYS = ["size", "model", "budget"]
+FIT_COLUMNS = ["model", "budget", "column", "sizes", "points", "slope", "slope_low", "slope_high", "intercept", "chi2",
+               "dof", "x0", "x0_low", "x0_high", "params_at_zero", "verdict"]
 
 
 def paper_gaps(model_kind: str) -> list[dict]:
@@ -143,7 +145,7 @@ def fit(summary: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(model=model, budget=int(budget), column=col, sizes=" ".join(g["size"]), **line,
                          params_at_zero=10 ** line["x0"] if line["slope"] > 0 else float("nan"),
                          verdict=_fit_verdict(line, g["difference"].max())))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
 def _fit_verdict(line: dict, best: float) -> str:

@@ -185,6 +185,20 @@ def test_summary_gaps_are_to_each_sizes_own_base_and_the_fit_follows():
     assert "paper" in text and "recipe 1.5B avg +0.7" in text  # the paper's Table 1 gap, labelled as the paper's
 
 
+def test_one_size_has_no_fit_and_still_draws(tmp_path):
+    """A study with rows of one size so far (the others not run yet): no fit, the page and the figure all the same."""
+    bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True))
+    acc = pd.DataFrame(_rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1"))
+    empty = pd.DataFrame(columns=["side", "snapshot", "speedup_vs_main_ar", "budget"])
+    metrics = pd.DataFrame(columns=["snapshot", "step", "passes", "loss", "budget"])
+    s = analysis.summarize(acc, empty, metrics, bases, COLUMNS, POINTS)
+    fits = analysis.fit(s)
+    assert fits.empty and list(fits.columns) == analysis.FIT_COLUMNS
+    assert "| bd | a |" in analysis.markdown(s, fits, [], 0.9, "provenance")
+    analysis.figure(s, fits, tmp_path / "f.png", tmp_path / "f.pdf", 0.9, "footer")
+    assert (tmp_path / "f.png").stat().st_size > 0
+
+
 def test_paper_gaps_are_table_1s():
     gaps = {(p["size"], p["column"]): p["gap"] for p in analysis.paper_gaps("recipe")}
     assert gaps[("1.5B", "avg")] == pytest.approx(45.0 - 44.3)
