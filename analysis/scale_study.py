@@ -59,7 +59,8 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
     for key, g in acc.groupby(KEYS, sort=False):
         base = dict(zip(KEYS, key))
         ref = refs.get(base["size"], {})
-        last = metrics[metrics["snapshot"].isin(g["snapshot"])].sort_values("step").groupby("snapshot").tail(1)
+        last = (metrics[metrics["snapshot"].isin(g["snapshot"])].sort_values("step").groupby("snapshot").tail(1)
+                if len(metrics) else metrics)
         base.update(size_params=int(g["size_params"].iloc[0]), budget_tokens=int(g["budget_tokens"].iloc[0]),
                     tokens_per_param=float(g["budget_tokens"].iloc[0]) / float(g["size_params"].iloc[0]),
                     passes=float(last["passes"].mean()) if len(last) else None,
@@ -72,7 +73,7 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
             rows += B._rows(base, "accuracy_speed", B._column_values(g, columns, points["speed"]), own)
             rows.append(dict(base, quantity="tokens_per_forward", column="all",
                              value=B._tokens_per_forward(g, points["speed"]), seeds=g["train_seed"].nunique()))
-        s = speed[(speed["side"] == "snapshot") & speed["snapshot"].isin(g["snapshot"])]
+        s = speed[(speed["side"] == "snapshot") & speed["snapshot"].isin(g["snapshot"])] if len(speed) else speed
         if len(s):
             v = s["speedup_vs_main_ar"].tolist()
             rows.append(dict(base, quantity="speedup_b1", column="all", value=sum(v) / len(v), ci_low=min(v),

@@ -98,6 +98,10 @@ def test_committed_rows_are_kept_and_released_bases_loaded(tmp_path):
     mine = default_config(tmp_path / "other", run_sizes=["w128", "w192"], released_dir=str(tmp_path / "elsewhere"))
     assert {plan_scale.chains(mine)[s["chain"]]["size"] for s in plan_scale.todo(mine).values()} == {"w128", "w192"}
     assert plan_scale.built_sizes(mine) == ["w192"]
+    # run_sizes [] makes nothing: the report of the committed rows only
+    none = default_config(tmp_path / "none", run_sizes=[], released_dir=str(tmp_path / "elsewhere"))
+    assert plan_scale.todo(none) == {} and plan_scale.todo_bases(none) == [] and plan_scale.built_sizes(none) == []
+    assert plan_scale.snapshots(none) == plan_scale.snapshots(c)
 
 
 def _bad(edit):
@@ -186,12 +190,11 @@ def test_summary_gaps_are_to_each_sizes_own_base_and_the_fit_follows():
 
 
 def test_one_size_has_no_fit_and_still_draws(tmp_path):
-    """A study with rows of one size so far (the others not run yet): no fit, the page and the figure all the same."""
+    """A study with rows of one size so far (the others not run yet) and no speed or training rows (load_csvs of no
+    files): no fit, the page and the figure all the same."""
     bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True))
     acc = pd.DataFrame(_rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1"))
-    empty = pd.DataFrame(columns=["side", "snapshot", "speedup_vs_main_ar", "budget"])
-    metrics = pd.DataFrame(columns=["snapshot", "step", "passes", "loss", "budget"])
-    s = analysis.summarize(acc, empty, metrics, bases, COLUMNS, POINTS)
+    s = analysis.summarize(acc, pd.DataFrame(), pd.DataFrame(), bases, COLUMNS, POINTS)  # no speed, training rows
     fits = analysis.fit(s)
     assert fits.empty and list(fits.columns) == analysis.FIT_COLUMNS
     assert "| bd | a |" in analysis.markdown(s, fits, [], 0.9, "provenance")

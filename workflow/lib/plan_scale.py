@@ -103,9 +103,10 @@ def points_dir(config: dict) -> str:
 
 
 def run_sizes(config: dict) -> list[str]:
-    """Sizes this run computes (``plan_scale.run_sizes``, default every size); the others' rows are read where
-    they exist."""
-    return list((study(config) or {}).get("run_sizes") or sizes(config))
+    """Sizes this run computes (``plan_scale.run_sizes``, default every size; ``[]``: none, the report of the
+    committed rows only); the others' rows are read where they exist."""
+    chosen = (study(config) or {}).get("run_sizes")
+    return list(sizes(config) if chosen is None else chosen)
 
 
 def point_files(config: dict, name: str) -> dict[str, str]:
