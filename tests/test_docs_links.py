@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "results").rglob("README.md")])
+# the tracked results READMEs only: a kept run's copy (results/embedded_default_run/, ignored) has other neighbours
+_TRACKED = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+                *(ROOT / f for f in _TRACKED if Path(f).name == "README.md")])
 CODE_SUFFIXES = {".py", ".smk", ".yaml", ".yml", ".sh", ".toml", ".rst", ".md", ".cfg", ".txt"}
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 PLAIN = re.compile(r"(?<![\w/.-])(docs/[\w.-]+\.md|README(?:\.md)?)(?:#([\w-]+)|,\s+\"([^\"]+)\"|\s+\(\"([^\"]+)\"\))?")
