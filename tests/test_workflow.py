@@ -380,6 +380,10 @@ def _scale_study_end_to_end(tmp_path):
     jobs = dict(re.findall(r"^(scale_\w+)\s+(\d+)$", out, re.M))
     assert r3.returncode == 0 and "models/w48.ntp.s0.x1" in out
     assert jobs.get("scale_train") == "1" and jobs.get("scale_speed") == "1" and "scale_base" not in jobs
+    none = args[:-1] + (f"scale_study={{released_dir: {tmp_path}/released, run_sizes: []}}",)
+    r4 = smk("scale_study", "-n", *none)  # run_sizes []: the report of the rows there, the missing one not remade
+    jobs = dict(re.findall(r"^(scale_\w+)\s+(\d+)$", r4.stdout + r4.stderr, re.M))
+    assert r4.returncode == 0 and set(jobs) <= {"scale_report", "scale_study"}, (r4.stdout + r4.stderr)[-2000:]
 
 
 @pytest.mark.parametrize("which", ["default", "paper"])
