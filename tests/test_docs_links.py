@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TRACKED = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
 # the tracked results READMEs only: a kept run's copy (results/embedded_default_run/, ignored) has other neighbours
-_TRACKED = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
-                *(ROOT / f for f in _TRACKED if Path(f).name == "README.md")])
+                *(ROOT / f for f in TRACKED if f.startswith("results/") and Path(f).name == "README.md")])
 CODE_SUFFIXES = {".py", ".smk", ".yaml", ".yml", ".sh", ".toml", ".rst", ".md", ".cfg", ".txt"}
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 PLAIN = re.compile(r"(?<![\w/.-])(docs/[\w.-]+\.md|README(?:\.md)?)(?:#([\w-]+)|,\s+\"([^\"]+)\"|\s+\(\"([^\"]+)\"\))?")
@@ -138,9 +138,8 @@ def plain_problems(path: Path) -> list[str]:
 def _code_and_docs() -> list[Path]:
     """The tracked files that may name a page: the pages, the code, configs and scripts (not the stored results
     and test data, which keep what they were written with, nor this file's deliberate bad examples)."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     keep = []
-    for f in files:
+    for f in TRACKED:
         p = ROOT / f
         if f.startswith(("results/", "tests/data/")) or p == Path(__file__).resolve() or not p.is_file():
             continue
