@@ -24,16 +24,16 @@ def load_csv(path) -> pd.DataFrame:
     return df
 
 
-def load_csvs(paths) -> pd.DataFrame:
+def load_csvs(paths, columns=()) -> pd.DataFrame:
     """Several results CSVs (a table's or figure's per-job inputs) as one DataFrame, read exactly as the one CSV
     that ``collect.py`` concatenates of them would be: rows in the order given, columns the union in first-seen
-    order, missing cells empty (empty when there are no rows)."""
+    order, missing cells empty.  With no rows: an empty frame with ``columns`` (those its reader selects on)."""
     rows: list[dict] = []
     for p in paths:
         with open(p, newline="") as fh:
             rows += list(csv.DictReader(fh))
     if not rows:
-        return pd.DataFrame()
+        return pd.DataFrame(columns=list(columns))
     columns = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")

@@ -19,6 +19,9 @@ PAPER_SIZES = {"1.5B": (1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", 
                "7B": (7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
 GAP_COLUMNS = ("avg", "gsm8k", "humaneval_base")
 KEYS = ["size", "model", "budget"]
+# the columns summarize() selects on in the speed and training rows (present even when no such rows exist yet)
+SPEED_COLUMNS = ["side", "snapshot", "budget", "speedup_vs_main_ar"]
+METRICS_COLUMNS = ["snapshot", "budget", "step", "passes", "loss"]
 FIT_COLUMNS = ["model", "budget", "column", "sizes", "points", "slope", "slope_low", "slope_high", "intercept", "chi2",
                "dof", "x0", "x0_low", "x0_high", "params_at_zero", "verdict"]
 
@@ -46,7 +49,8 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
               points: dict) -> pd.DataFrame:
     """The long summary: per size, ``base`` rows (each base's own accuracy), then per size, model and budget
     ``accuracy`` (against its size's base), ``accuracy_speed`` (block diffusion at the speed setting against its
-    own accuracy setting), ``tokens_per_forward`` and ``speedup_b1`` (batch-1 tokens/s over its base's)."""
+    own accuracy setting), ``tokens_per_forward`` and ``speedup_b1`` (batch-1 tokens/s over its base's).  ``speed``
+    and ``metrics`` have at least :data:`SPEED_COLUMNS` and :data:`METRICS_COLUMNS` (no rows yet: none more)."""
     refs = base_references(bases, columns)
     params = {str(s): int(p) for s, p in B._num(bases, ["size_params"])[["size", "size_params"]].values}
     rows = [dict(size=size, size_params=params.get(size), model="base", budget=0, quantity="base", column=col,
@@ -59,8 +63,7 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
     for key, g in acc.groupby(KEYS, sort=False):
         base = dict(zip(KEYS, key))
         ref = refs.get(base["size"], {})
-        last = (metrics[metrics["snapshot"].isin(g["snapshot"])].sort_values("step").groupby("snapshot").tail(1)
-                if len(metrics) else metrics)
+        last = metrics[metrics["snapshot"].isin(g["snapshot"])].sort_values("step").groupby("snapshot").tail(1)
         base.update(size_params=int(g["size_params"].iloc[0]), budget_tokens=int(g["budget_tokens"].iloc[0]),
                     tokens_per_param=float(g["budget_tokens"].iloc[0]) / float(g["size_params"].iloc[0]),
                     passes=float(last["passes"].mean()) if len(last) else None,
@@ -73,7 +76,7 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
             rows += B._rows(base, "accuracy_speed", B._column_values(g, columns, points["speed"]), own)
             rows.append(dict(base, quantity="tokens_per_forward", column="all",
                              value=B._tokens_per_forward(g, points["speed"]), seeds=g["train_seed"].nunique()))
-        s = speed[(speed["side"] == "snapshot") & speed["snapshot"].isin(g["snapshot"])] if len(speed) else speed
+        s = speed[(speed["side"] == "snapshot") & speed["snapshot"].isin(g["snapshot"])]
         if len(s):
             v = s["speedup_vs_main_ar"].tolist()
             rows.append(dict(base, quantity="speedup_b1", column="all", value=sum(v) / len(v), ci_low=min(v),
@@ -242,19 +245,29 @@ def _param_axis(ax, xs: list[float]) -> None:
     ax.set_xlabel("parameters")
 
 
+def series_colours(summary: pd.DataFrame) -> dict:
+    """``{(model, budget): colour}``, one per series of the whole summary (models in order of appearance, budgets
+    ascending), so that a series keeps its colour in every panel, whichever series a panel lacks."""
+    s = summary[summary["quantity"] != "base"]
+    models = list(dict.fromkeys(s["model"]))
+    keys = sorted({(m, int(b)) for m, b in zip(s["model"], s["budget"])}, key=lambda k: (models.index(k[0]), k[1]))
+    return {k: f"C{i}" for i, k in enumerate(keys)}
+
+
 def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, column: str, title: str) -> None:
     acc = summary[(summary["quantity"] == "accuracy") & (summary["column"] == column)]
-    for i, ((model, budget), g) in enumerate(acc.groupby(["model", "budget"], sort=False)):
-        g = g.sort_values("size_params")
+    colour = series_colours(summary)
+    for (model, budget), g in acc.groupby(["model", "budget"], sort=False):
+        g, c = g.sort_values("size_params"), colour[(model, int(budget))]
         lo = (g["value"] - g["ci_low"]).clip(lower=0)
         hi = (g["ci_high"] - g["value"]).clip(lower=0)
-        ax.errorbar(g["size_params"], g["difference"], yerr=[lo, hi], marker="o", capsize=3, color=f"C{i}",
+        ax.errorbar(g["size_params"], g["difference"], yerr=[lo, hi], marker="o", capsize=3, color=c,
                     label=f"{model} {int(budget)}x")
         f = fits[(fits["model"] == model) & (fits["budget"] == budget) & (fits["column"] == column)]
         if len(f):
             f = f.iloc[0]
             xs = [g["size_params"].min(), g["size_params"].max()]
-            ax.plot(xs, [f["intercept"] + f["slope"] * math.log10(x) for x in xs], color=f"C{i}", ls="--", lw=1)
+            ax.plot(xs, [f["intercept"] + f["slope"] * math.log10(x) for x in xs], color=c, ls="--", lw=1)
     for kind, marker in (("recipe", "*"), ("ntp", "P")):
         pts = [p for p in paper_gaps(kind) if p["column"] == column]
         ax.scatter([p["params"] for p in pts], [p["gap"] for p in pts], marker=marker, s=70, color="k",
@@ -277,6 +290,7 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
     from .plotting import save
 
     fig, grid = plt.subplots(2, 3, figsize=(16, 9.5))
+    colour = series_colours(summary)
     (a, b, c), (d, e, f) = grid
     for ax, col, name in ((a, "avg", "Avg."), (b, "gsm8k", "GSM8K stand-in"), (c, "humaneval_base", "HumanEval stand-in")):
         _gap_panel(ax, summary, fits, col, f"({'abc'[GAP_COLUMNS.index(col)]}) {name} gap to the size's AR base\n"
@@ -284,9 +298,10 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
     for ax, quantity, title in ((d, "tokens_per_forward", f"(d) tokens per forward at threshold {threshold:g}"),
                                 (e, "speedup_b1", "(e) batch-1 tokens/s over the size's AR base")):
         q = summary[summary["quantity"] == quantity]
-        for i, ((model, budget), g) in enumerate(q.groupby(["model", "budget"], sort=False)):
+        for (model, budget), g in q.groupby(["model", "budget"], sort=False):
             g = g.sort_values("size_params")
-            ax.plot(g["size_params"], g["value"], marker="o", color=f"C{i}", label=f"{model} {int(budget)}x")
+            ax.plot(g["size_params"], g["value"], marker="o", color=colour[(model, int(budget))],
+                    label=f"{model} {int(budget)}x")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_title(title, fontsize=10)
     base = summary[(summary["quantity"] == "base") & (summary["column"] == "avg")].sort_values("size_params")

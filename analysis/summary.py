@@ -100,7 +100,8 @@ def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
            f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']} "
            f"Avg.: the mean of the {len(cols) - 1} columns before it (the paper's Table 1 Avg. also counts GPQA), "
            "their half-widths added in quadrature over their count. How these gaps change with the adaptation "
-           "budget: docs/budget_study.md (`snakemake --cores all budget_study`).", ""]
+           "budget: docs/budget_study.md (`snakemake --cores all budget_study`); with model size: "
+           "docs/scale_study.md (`snakemake --cores all scale_study`).", ""]
     out += _table(["model", "seeds"] + [c["title"] for c in cols], rows)
     if any(len(g["members"]) > 1 for g in spec["groups"]):
         out += ["", "Per seed (" + ", ".join(map(str, spec["seeds"])) + "):", ""]

@@ -17,6 +17,7 @@ import plan  # noqa: E402
 import plan_scale  # noqa: E402
 
 from analysis import scale_study as analysis  # noqa: E402
+from analysis.results_io import load_csvs  # noqa: E402
 
 
 def default_config(results_dir="/nonexistent", **study):
@@ -119,6 +120,8 @@ def _bad(edit):
     (lambda s: s.update(sizes=[s["sizes"][0], s["sizes"][2], s["sizes"][1]]), "must grow in parameters"),
     (lambda s: s["sizes"][2].update(name="w192"), "names must be unique"),
     (lambda s: s.update(run_sizes=["w128", "w999"]), "unknown size 'w999'"),
+    (lambda s: s.update(run_budgets=[1, 2]), "run_budgets: unknown value 2; the study's: [1, 4]"),
+    (lambda s: s.update(run_seeds=["0", "x"]), "run_seeds: unknown value 'x'; the study's: [0, 1, 2]"),
     (lambda s: s.update(models=["bd_pad_cm", "ar_base"]), "'ar_base' is not a model adapted here"),
     (lambda s: s["train_rate"].pop("ntp"), "no rate for 'ntp'"),
     (lambda s: s["train_rate"].pop("base"), "no rate for 'base'"),
@@ -133,10 +136,15 @@ def test_a_study_over_its_ceiling_is_refused_before_training():
     c = default_config()  # the whole study on 2 CPU cores: far over a working day
     est = plan_scale.estimate_hours(c)
     assert est["wall"] > c["scale_study"]["ceiling_hours"]
-    with pytest.raises(ValueError, match=r"estimated at \d+\.\d h on 2 cores .* over plan_scale.ceiling_hours=8"):
+    with pytest.raises(ValueError, match=r"estimated at \d+\.\d h on 2 cores .* over scale_study.ceiling_hours=8"):
         plan_scale.check_ceiling(c)
     small = default_config(run_sizes=["w128", "w192"], budgets=[1])
     assert plan_scale.check_ceiling(small)["wall"] < 1
+    # the largest size, seed 0 at 1x (--config's strings read as numbers): within the ceiling
+    one = default_config(run_sizes=["w384"], run_budgets=["1"], run_seeds=["0"])
+    assert set(plan_scale.todo(one)) == {"w384.bd_pad_cm.s0.x1", "w384.ntp.s0.x1"}
+    assert plan_scale.check_ceiling(one)["wall"] < c["scale_study"]["ceiling_hours"] < est["wall"]
+    assert plan_scale.snapshots(one) == plan_scale.snapshots(c)  # the chains' runs stay those of the whole study
 
 
 # ------------------------------------------------------------------------------------------------- analysis
@@ -194,12 +202,22 @@ def test_one_size_has_no_fit_and_still_draws(tmp_path):
     files): no fit, the page and the figure all the same."""
     bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True))
     acc = pd.DataFrame(_rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1"))
-    s = analysis.summarize(acc, pd.DataFrame(), pd.DataFrame(), bases, COLUMNS, POINTS)  # no speed, training rows
+    speed, metrics = load_csvs([], analysis.SPEED_COLUMNS), load_csvs([], analysis.METRICS_COLUMNS)
+    s = analysis.summarize(acc, speed, metrics, bases, COLUMNS, POINTS)  # no speed, training rows
     fits = analysis.fit(s)
     assert fits.empty and list(fits.columns) == analysis.FIT_COLUMNS
     assert "| bd | a |" in analysis.markdown(s, fits, [], 0.9, "provenance")
     analysis.figure(s, fits, tmp_path / "f.png", tmp_path / "f.pdf", 0.9, "footer")
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_a_series_keeps_its_colour_in_every_panel():
+    """A panel that lacks a series (tokens per forward has no NTP rows) must not hand its colour to the next one."""
+    rows = [dict(quantity=q, model=m, budget=b) for q, m, b in
+            [("base", "base", 0), ("accuracy", "bd", 1), ("accuracy", "ntp", 1), ("accuracy", "bd", 4),
+             ("accuracy", "ntp", 4), ("tokens_per_forward", "bd", 1), ("tokens_per_forward", "bd", 4)]]
+    colour = analysis.series_colours(pd.DataFrame(rows))
+    assert colour == {("bd", 1): "C0", ("bd", 4): "C1", ("ntp", 1): "C2", ("ntp", 4): "C3"}
 
 
 def test_paper_gaps_are_table_1s():

@@ -13,7 +13,6 @@ largest budget), so no token is seen twice below it.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import plan
 import plan_points
@@ -207,15 +206,6 @@ def describe(config: dict) -> str:
     return (f"models {', '.join(s['models'])}; budgets {', '.join(f'{b}x' for b in s['budgets'])}; seeds "
             f"{', '.join(map(str, s['seeds']))} (endpoints {', '.join(map(str, s.get('endpoint_seeds') or []))}); "
             f"levers: {levers}")
-
-
-def snapshot_job(sm) -> SimpleNamespace:
-    """What a snapshot's scoring job (rules budget_point, budget_speed; ``sm`` its ``snakemake`` object) starts from:
-    ``config``, the snapshot's ``name``, ``snap`` and ``chain``, the chain's ``mode`` (its model's: bd or ar) and the
-    ``fields`` every row of it carries (:func:`row_fields`)."""
-    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
-    return SimpleNamespace(config=config, name=name, snap=snap, chain=chain,
-                           mode=config["models"][chain["model"]]["mode"], fields=row_fields(name, snap, chain))
 
 
 def runtime_minutes(config: dict, chain: dict, attempt: int) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-from types import SimpleNamespace
 
 import plan_budget
 import plan
@@ -90,7 +89,7 @@ def reference_size(config: dict) -> str:
 
 def release_dir(config: dict, size: str) -> str:
     """Where a size's base is released: the default's own base for the reference size, else
-    ``<plan_scale.released_dir>/scale_<size>``."""
+    ``<scale_study.released_dir>/scale_<size>``."""
     if size == reference_size(config):
         return plan.model_source(config, "ar_base")
     return f"{study(config)['released_dir']}/scale_{size}"
@@ -103,10 +102,17 @@ def points_dir(config: dict) -> str:
 
 
 def run_sizes(config: dict) -> list[str]:
-    """Sizes this run computes (``plan_scale.run_sizes``, default every size; ``[]``: none, the report of the
+    """Sizes this run computes (``scale_study.run_sizes``, default every size; ``[]``: none, the report of the
     committed rows only); the others' rows are read where they exist."""
     chosen = (study(config) or {}).get("run_sizes")
     return list(sizes(config) if chosen is None else chosen)
+
+
+def run_subset(config: dict, key: str) -> set[int] | None:
+    """``scale_study.run_budgets`` or ``run_seeds`` as integers (``--config`` passes nested numbers as strings);
+    None when unset (every budget, every seed)."""
+    chosen = (study(config) or {}).get(key)
+    return None if chosen is None else {int(v) for v in chosen}
 
 
 def point_files(config: dict, name: str) -> dict[str, str]:
@@ -122,10 +128,13 @@ def is_done(config: dict, name: str) -> bool:
 
 
 def todo(config: dict) -> dict[str, dict]:
-    """Snapshots of :func:`snapshots` that this run makes: of a size in :func:`run_sizes`, with a file missing."""
-    mine = set(run_sizes(config))
+    """Snapshots of :func:`snapshots` that this run makes: of a size in :func:`run_sizes`, a budget in
+    ``run_budgets`` and a seed in ``run_seeds`` (:func:`run_subset`), with a file missing."""
+    mine, cs = set(run_sizes(config)), chains(config)
+    budgets, seeds = run_subset(config, "run_budgets"), run_subset(config, "run_seeds")
     return {k: v for k, v in snapshots(config).items()
-            if chains(config)[v["chain"]]["size"] in mine and not is_done(config, k)}
+            if cs[v["chain"]]["size"] in mine and (budgets is None or v["budget"] in budgets)
+            and (seeds is None or cs[v["chain"]]["seed"] in seeds) and not is_done(config, k)}
 
 
 def todo_bases(config: dict) -> list[str]:
@@ -256,9 +265,9 @@ def train_config(config: dict, c: dict, train_files: list[str], base: str) -> di
 
 def estimate_hours(config: dict) -> dict[str, float]:
     """Training time of what this run makes (:func:`built_sizes`' bases, each chain with a snapshot in
-    :func:`todo` to its largest such budget, from scratch) at ``plan_scale.train_rate`` (tokens/s of one job at
+    :func:`todo` to its largest such budget, from scratch) at ``scale_study.train_rate`` (tokens/s of one job at
     the reference size), taken as falling in proportion to parameters (measured, it falls a little slower: this
-    errs long): ``{"bases", "chains", "total"}`` in hours of one job, ``wall`` over ``plan_scale.cores``."""
+    errs long): ``{"bases", "chains", "total"}`` in hours of one job, ``wall`` over ``scale_study.cores``."""
     s, p = study(config), params_of(config)
     ref = p[reference_size(config)]
     rate = {k: float(v) for k, v in s["train_rate"].items()}
@@ -278,14 +287,15 @@ def estimate_hours(config: dict) -> dict[str, float]:
 
 
 def check_ceiling(config: dict) -> dict[str, float]:
-    """:func:`estimate_hours`, or a named error when it exceeds ``plan_scale.ceiling_hours`` (rule scale_plan,
+    """:func:`estimate_hours`, or a named error when it exceeds ``scale_study.ceiling_hours`` (rule scale_plan,
     before any training)."""
     est, s = estimate_hours(config), study(config)
     if est["wall"] > float(s["ceiling_hours"]):
         raise ValueError(f"scale_study: what this run would make is estimated at {est['wall']:.1f} h on "
                          f"{s.get('cores', 1)} cores (bases {est['bases']:.1f} h, chains {est['chains']:.1f} h of one "
-                         f"job), over plan_scale.ceiling_hours={s['ceiling_hours']:g}; choose sizes with "
-                         "scale_study.run_sizes, run the largest on a GPU (docs/scale_study.md), or raise the ceiling")
+                         f"job), over scale_study.ceiling_hours={s['ceiling_hours']:g}; choose what to run with "
+                         "scale_study.run_sizes, run_budgets and run_seeds, run the largest on a GPU "
+                         "(docs/scale_study.md), or raise the ceiling")
     return est
 
 
@@ -342,6 +352,16 @@ def check(config: dict) -> None:
     for key in s.get("run_sizes") or []:
         if key not in sizes(config):
             raise ValueError(f"scale_study.run_sizes: unknown size {key!r}; known: {list(sizes(config))}")
+    _check_subsets(s)
+
+
+def _check_subsets(s: dict) -> None:
+    known = {"run_budgets": sorted(int(b) for b in s["budgets"]),
+             "run_seeds": sorted({int(v) for v in list(s["seeds"]) + list(s.get("endpoint_seeds") or [])})}
+    for key, values in known.items():
+        for v in s.get(key) or []:
+            if not str(v).isdigit() or int(v) not in values:
+                raise ValueError(f"scale_study.{key}: unknown value {v!r}; the study's: {values}")
 
 
 def row_fields(config: dict, name: str, snapshot: dict, chain: dict) -> dict:
@@ -349,15 +369,6 @@ def row_fields(config: dict, name: str, snapshot: dict, chain: dict) -> dict:
     return {"snapshot": name, "chain": snapshot["chain"], "size": chain["size"],
             "size_params": params_of(config)[chain["size"]], "budget": snapshot["budget"],
             "budget_tokens": snapshot["tokens"], "train_seed": chain["seed"], "model_group": chain["model"]}
-
-
-def snapshot_job(sm) -> SimpleNamespace:
-    """What a snapshot's scoring job starts from (``sm`` its ``snakemake`` object), as
-    :func:`plan_budget.snapshot_job`."""
-    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
-    return SimpleNamespace(config=config, name=name, snap=snap, chain=chain,
-                           mode=config["models"][chain["model"]]["mode"],
-                           fields=row_fields(config, name, snap, chain))
 
 
 def describe(config: dict) -> str:
@@ -377,6 +388,6 @@ def runtime_minutes(config: dict, chain: dict, attempt: int) -> int:
 
 
 def report_columns(config: dict) -> dict:
-    """The columns averaged (``plan_scale.columns``, default Table 2's) that score a task."""
+    """The columns averaged (``scale_study.columns``, default Table 2's) that score a task."""
     names = study(config).get("columns") or config["tables"]["table2"]["columns"]
     return {c: config["columns"][c] for c in names if "task" in config["columns"][c]}

@@ -1,10 +1,20 @@
-"""What the studies' scoring jobs share (rules budget_point, budget_speed, scale_point, scale_speed): a checkpoint
-scored on every stand-in at every test item, and timed at batch 1 against a reference AR model in interleaved
-rounds.  Run inside a job (torch imported here, not at parse time)."""
+"""What the studies' scoring jobs share (rules budget_point, budget_speed, scale_point, scale_speed): the snapshot a
+job starts from, a checkpoint scored on every stand-in at every test item, and timed at batch 1 against a reference
+AR model in interleaved rounds.  Run inside a job (torch imported here, not at parse time)."""
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
+
+
+def snapshot_job(sm, row_fields: Callable[[str, dict, dict], dict]) -> SimpleNamespace:
+    """What a snapshot's scoring job starts from (``sm`` its ``snakemake`` object, whose params carry the snapshot
+    and its chain): ``config``, the snapshot's ``name``, ``snap`` and ``chain``, the chain's ``mode`` (its model's:
+    bd or ar) and the ``fields`` every row of it carries (``row_fields(name, snap, chain)``, the study's)."""
+    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
+    return SimpleNamespace(config=config, name=name, snap=snap, chain=chain,
+                           mode=config["models"][chain["model"]]["mode"], fields=row_fields(name, snap, chain))
 
 
 def score(config: dict, name: str, label: str, source: str, mode: str, fields: dict, data_paths: dict,
@@ -73,3 +83,16 @@ def time_against(config: dict, sides: dict, prompts_file: str, fields: dict, swe
     for r in timed:
         r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / ref
     return timed
+
+
+def time_snapshot(sm, job: SimpleNamespace, sweep: str) -> None:
+    """Rules budget_speed and scale_speed: snapshot ``job`` (:func:`snapshot_job`) and the AR base it is compared
+    with (``sm.params.ar_key``, ``ar_source``) timed by :func:`time_against`, their rows written atomically to the
+    rule's output."""
+    from fastdllm_core.provenance import write_csv_atomic
+
+    sides = {"snapshot": (job.name, sm.input.model, job.mode), "ar_base": (sm.params.ar_key, sm.params.ar_source, "ar")}
+    timed = time_against(job.config, sides, sm.input.prompts, job.fields, sweep)
+    write_csv_atomic(sm.output[0], timed)
+    print(f"batch 1: {timed[0]['tokens_per_s']:.1f} tokens/s against the AR base's {timed[-1]['tokens_per_s']:.1f} "
+          f"({timed[0]['speedup_vs_main_ar']:.2f}x)")

@@ -15,7 +15,7 @@ rule scale_study:
 
 rule scale_plan:
     """What this run makes (bases, chains, snapshots) and its estimated training time; refused, before any training,
-    when the estimate exceeds plan_scale.ceiling_hours.  Named by its content (a run that makes the same is not
+    when the estimate exceeds scale_study.ceiling_hours.  Named by its content (a run that makes the same is not
     checked twice)."""
     output:
         SCALE_PLAN,
@@ -32,7 +32,7 @@ rule scale_plan:
 
 
 rule scale_data:
-    """The study's adaptation set: the synthetic suite's adaptation rows, plan_scale.n_adapt per task (about one
+    """The study's adaptation set: the synthetic suite's adaptation rows, scale_study.n_adapt per task (about one
     pass for the largest chain), from the training problems only (the test sets are the default's)."""
     output:
         f"{SCALE_DIR}/data/adapt.jsonl",
@@ -142,7 +142,7 @@ rule scale_base_point:
 
 
 rule scale_release:
-    """A base this run built, released into plan_scale.released_dir/scale_<size> with its manifest (what built it,
+    """A base this run built, released into scale_study.released_dir/scale_<size> with its manifest (what built it,
     where, its losses and scores, its files' hashes).  Commit the directory afterwards."""
     input:
         model=f"{SCALE_DIR}/bases/{{size}}/bf16",

@@ -11,7 +11,7 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.provenance import write_csv_atomic
 
     sm = snakemake  # noqa: F821
-    job = plan_budget.snapshot_job(sm)
+    job = study_jobs.snapshot_job(sm, plan_budget.row_fields)
     group = job.chain["model"]  # the snapshot's rows carry the chain's model as their group
     label = f"{job.config['models'][group].get('label', group)} at {job.snap['budget']}x"
     rows = study_jobs.score(job.config, job.name, label, sm.input.model, job.mode, job.fields, sm.params.data_paths,

@@ -1,5 +1,5 @@
 """The scale study's plan for this run (bases built, snapshots made, estimated training time), refused before any
-training when the estimate exceeds plan_scale.ceiling_hours (workflow/lib/scale_study.check_ceiling)."""
+training when the estimate exceeds scale_study.ceiling_hours (workflow/lib/plan_scale.check_ceiling)."""
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)

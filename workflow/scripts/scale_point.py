@@ -1,6 +1,7 @@
 """A snapshot of the scale study, or a size's AR base (``base.<size>``), scored on every stand-in at every test item
 (workflow/lib/study_jobs.score)."""
 import sys
+from functools import partial
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
 from joblog import logged  # noqa: E402
@@ -20,7 +21,7 @@ with logged(snakemake):  # noqa: F821
                   "budget": 0, "budget_tokens": 0, "train_seed": "", "model_group": "base"}
         source = sm.params.source
     else:
-        job = plan_scale.snapshot_job(sm)
+        job = study_jobs.snapshot_job(sm, partial(plan_scale.row_fields, config))
         name, mode, group, fields = job.name, job.mode, job.chain["model"], job.fields
         label = f"{config['models'][group].get('label', group)} {job.chain['size']} at {job.snap['budget']}x"
         source = sm.input.model

@@ -1,4 +1,4 @@
-"""A base the scale study built, released into plan_scale.released_dir/scale_<size> with its manifest
+"""A base the scale study built, released into scale_study.released_dir/scale_<size> with its manifest
 (fastdllm_core.release): what built it (commit, both stages' training configs), where (machine, kernel path), its
 final losses and its scores, and its files' hashes.  Commit the directory afterwards."""
 import sys

@@ -15,8 +15,9 @@ with logged(snakemake):  # noqa: F821
 
     sm = snakemake  # noqa: F821
     config = sm.config
-    acc, speed = load_csvs(list(sm.input.accuracy)), load_csvs(list(sm.input.speed))
-    metrics, bases = load_csvs(list(sm.input.metrics)), load_csvs(list(sm.input.bases))
+    acc, bases = load_csvs(list(sm.input.accuracy)), load_csvs(list(sm.input.bases))
+    speed = load_csvs(list(sm.input.speed), scale_study.SPEED_COLUMNS)
+    metrics = load_csvs(list(sm.input.metrics), scale_study.METRICS_COLUMNS)
     write_csv_atomic(sm.output.rows, acc.to_dict("records"))
     summary = scale_study.summarize(acc, speed, metrics, bases, plan.report_columns(config),
                                     plan_budget.report_points(config))
