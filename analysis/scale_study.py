@@ -3,7 +3,9 @@
 Inputs: the snapshots' accuracy rows (each with ``size``, ``size_params``, ``budget``, ``train_seed``,
 ``model_group``), their batch-1 speed rows (the snapshot and its own base timed in one job), their training rows,
 and each size's base accuracy rows (``base.<size>``).  A gap is a snapshot's accuracy minus its *own size's* base,
-with the tables' intervals (:mod:`analysis.budget_study`); :func:`fit` regresses each gap on log10 parameters.
+with the tables' intervals (:mod:`analysis.budget_study`), and a block-diffusion snapshot's accuracy minus the NTP
+arm's of the same size and budget (same base, data and tokens: a base that more training still moves weighs on both
+sides); :func:`fit` regresses each gap on log10 parameters.
 """
 from __future__ import annotations
 
@@ -18,22 +20,26 @@ from analysis.paper_values import paper_value
 PAPER_SIZES = {"1.5B": (1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", "Qwen2.5-1.5B-Nemo-FT"),
                "7B": (7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
 GAP_COLUMNS = ("avg", "gsm8k", "humaneval_base")
+# the gap quantities and what each is a gap to (the paper's counterpart: paper_gaps)
+GAPS = {"accuracy": "its size's AR base", "accuracy_vs_ntp": "NTP at the same size and tokens"}
 KEYS = ["size", "model", "budget"]
 # the columns summarize() selects on in the speed and training rows (present even when no such rows exist yet)
 SPEED_COLUMNS = ["side", "snapshot", "budget", "speedup_vs_main_ar"]
 METRICS_COLUMNS = ["snapshot", "budget", "step", "passes", "loss"]
-FIT_COLUMNS = ["model", "budget", "column", "sizes", "points", "slope", "slope_low", "slope_high", "intercept", "chi2",
-               "dof", "x0", "x0_low", "x0_high", "params_at_zero", "verdict"]
+FIT_COLUMNS = ["quantity", "model", "budget", "column", "sizes", "points", "slope", "slope_low", "slope_high",
+               "intercept", "chi2", "dof", "x0", "x0_low", "x0_high", "params_at_zero", "verdict"]
 
 
-def paper_gaps(model_kind: str) -> list[dict]:
-    """The paper's own gaps to its AR base (Table 1; real benchmarks) for ``model_kind`` ``recipe`` or ``ntp``:
-    ``[{size, params, column, gap}]``."""
+def paper_gaps(kind: str) -> list[dict]:
+    """The paper's own gaps (Table 1; real benchmarks), ``[{size, params, column, gap}]``: ``recipe`` or ``ntp``
+    minus its Qwen2.5-Instruct base, or ``recipe_vs_ntp``: Fast-dLLM v2 minus the NTP model fine-tuned on the same
+    data (Nemo-FT)."""
+    model_i, ref_i = {"recipe": (2, 1), "ntp": (3, 1), "recipe_vs_ntp": (2, 3)}[kind]
     out = []
-    for name, (params, base, recipe, ntp) in PAPER_SIZES.items():
-        row = recipe if model_kind == "recipe" else ntp
+    for name, row in PAPER_SIZES.items():
+        params = row[0]
         for col in GAP_COLUMNS:
-            a, b = paper_value("table1", row, col), paper_value("table1", base, col)
+            a, b = paper_value("table1", row[model_i], col), paper_value("table1", row[ref_i], col)
             if a is not None and b is not None and a.value is not None and b.value is not None:
                 out.append(dict(size=name, params=params, column=col, gap=a.value - b.value))
     return out
@@ -48,7 +54,8 @@ def base_references(bases: pd.DataFrame, columns: dict) -> dict:
 def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bases: pd.DataFrame, columns: dict,
               points: dict) -> pd.DataFrame:
     """The long summary: per size, ``base`` rows (each base's own accuracy), then per size, model and budget
-    ``accuracy`` (against its size's base), ``accuracy_speed`` (block diffusion at the speed setting against its
+    ``accuracy`` (against its size's base), ``accuracy_vs_ntp`` (block diffusion against the NTP arm of the same
+    size and budget), ``accuracy_speed`` (block diffusion at the speed setting against its
     own accuracy setting), ``tokens_per_forward`` and ``speedup_b1`` (batch-1 tokens/s over its base's).  ``speed``
     and ``metrics`` have at least :data:`SPEED_COLUMNS` and :data:`METRICS_COLUMNS` (no rows yet: none more)."""
     refs = base_references(bases, columns)
@@ -60,6 +67,7 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
     speed = B._num(speed, ["budget", "speedup_vs_main_ar"])
     metrics = B._num(metrics, ["budget", "step", "passes", "loss"])
     acc = acc.rename(columns={"model": "snapshot_model"}).rename(columns={"model_group": "model"})
+    arms = {}
     for key, g in acc.groupby(KEYS, sort=False):
         base = dict(zip(KEYS, key))
         ref = refs.get(base["size"], {})
@@ -69,8 +77,10 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
                     passes=float(last["passes"].mean()) if len(last) else None,
                     final_loss=float(last["loss"].mean()) if len(last) else None)
         bd = (g["mode"] == "bd").any()
-        accuracy = B._rows(base, "accuracy", B._column_values(g, columns, points["accuracy"] if bd else "ar"), ref)
+        cols = B._column_values(g, columns, points["accuracy"] if bd else "ar")
+        accuracy = B._rows(base, "accuracy", cols, ref)
         rows += accuracy
+        arms.setdefault((base["size"], base["budget"]), []).append((base, bd, cols, accuracy))
         if bd:
             own = {r["column"]: (r["value"], r["ci_low"], r["ci_high"]) for r in accuracy}
             rows += B._rows(base, "accuracy_speed", B._column_values(g, columns, points["speed"]), own)
@@ -81,7 +91,20 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, bas
             v = s["speedup_vs_main_ar"].tolist()
             rows.append(dict(base, quantity="speedup_b1", column="all", value=sum(v) / len(v), ci_low=min(v),
                              ci_high=max(v), seeds=len(v)))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows + _versus_ntp(arms))
+
+
+def _versus_ntp(arms: dict) -> list[dict]:
+    """``accuracy_vs_ntp`` rows: each block-diffusion arm of a size and budget against the one AR-adapted (NTP) arm
+    of the same size and budget (none where there is no such arm, or more than one)."""
+    rows = []
+    for group in arms.values():
+        ntp = [accuracy for _, bd, _, accuracy in group if not bd]
+        if len(ntp) != 1:
+            continue
+        own = {r["column"]: (r["value"], r["ci_low"], r["ci_high"]) for r in ntp[0]}
+        rows += [r for base, bd, cols, _ in group if bd for r in B._rows(base, "accuracy_vs_ntp", cols, own)]
+    return rows
 
 
 def _n(bases: pd.DataFrame, size: str, col: str, columns: dict):
@@ -134,19 +157,21 @@ def _fieller(a: float, b: float, vaa: float, vbb: float, vab: float, q: float) -
 
 
 def fit(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per model, budget and gap column (:data:`GAP_COLUMNS`): the gap regressed on log10 parameters
-    (:func:`fit_line`) over the sizes measured, with the parameter count where the line reaches zero (10 to the
-    ``x0``) and its interval."""
-    s = B._num(summary[summary["quantity"] == "accuracy"], ["value", "ci_low", "ci_high", "ref_low", "ref_high",
-                                                            "difference", "size_params", "budget"])
+    """Per gap quantity (:data:`GAPS`), model, budget and gap column (:data:`GAP_COLUMNS`): the gap regressed on
+    log10 parameters (:func:`fit_line`) over the sizes measured, with the parameter count where the line reaches
+    zero (10 to the ``x0``) and its interval."""
+    s = B._num(summary[summary["quantity"].isin(list(GAPS))], ["value", "ci_low", "ci_high", "ref_low", "ref_high",
+                                                              "difference", "size_params", "budget"])
     rows = []
-    for (model, budget, col), g in s[s["column"].isin(GAP_COLUMNS)].groupby(["model", "budget", "column"]):
+    keys = ["quantity", "model", "budget", "column"]
+    for (quantity, model, budget, col), g in s[s["column"].isin(GAP_COLUMNS)].groupby(keys, sort=False):
         g = g.dropna(subset=["difference", "ci_low", "ref_low"])
         if g["size"].nunique() < 2:
             continue
         line = fit_line([math.log10(p) for p in g["size_params"]], g["difference"].tolist(),
                         [_gap_sigma(r) for _, r in g.iterrows()])
-        rows.append(dict(model=model, budget=int(budget), column=col, sizes=" ".join(g["size"]), **line,
+        rows.append(dict(quantity=quantity, model=model, budget=int(budget), column=col, sizes=" ".join(g["size"]),
+                         **line,
                          params_at_zero=10 ** line["x0"] if line["slope"] > 0 else float("nan"),
                          verdict=_fit_verdict(line, g["difference"].max())))
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
@@ -164,8 +189,8 @@ def _fit_verdict(line: dict, best: float) -> str:
     return "does not narrow with size beyond noise: the trend does not point at parity"
 
 
-def _gap_cell(s: pd.DataFrame, column: str) -> str:
-    r = s[(s["quantity"] == "accuracy") & (s["column"] == column)]
+def _gap_cell(s: pd.DataFrame, column: str, quantity: str = "accuracy") -> str:
+    r = s[(s["quantity"] == quantity) & (s["column"] == column)]
     if not len(r):
         return ""
     r = r.iloc[0]
@@ -207,22 +232,44 @@ def _main_table(summary: pd.DataFrame, threshold: float) -> list[str]:
     return lines
 
 
+def _ntp_table(summary: pd.DataFrame) -> list[str]:
+    lines = ["| model | size | parameters | budget (tokens / param) | Avg. minus NTP | GSM8K minus NTP | "
+             "HumanEval minus NTP |", "|---|---|---|---|---|---|---|"]
+    s = summary[summary["quantity"] == "accuracy_vs_ntp"].sort_values(["budget", "size_params"], kind="stable")
+    for (model, budget, size), g in s.groupby(["model", "budget", "size"], sort=False):
+        r = g.iloc[0]
+        cells = [model, size, f"{float(r['size_params']) / 1e6:.2f}M",
+                 f"{int(budget)}x ({float(r['tokens_per_param']):.2f})",
+                 *(_gap_cell(g, c, "accuracy_vs_ntp") for c in GAP_COLUMNS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _fit_table(fits: pd.DataFrame) -> list[str]:
-    lines = ["| model | budget | gap | sizes | points per decade of parameters (95%) | verdict |", "|---|---|---|---|---|---|"]
+    lines = ["| model | budget | gap to | column | sizes | points per decade of parameters (95%) | verdict |",
+             "|---|---|---|---|---|---|---|"]
     for r in fits.itertuples():
-        lines.append(f"| {r.model} | {r.budget}x | {r.column} | {r.sizes} | {r.slope:+.1f} ({r.slope_low:+.1f} to "
-                     f"{r.slope_high:+.1f}) | {r.verdict} |")
+        lines.append(f"| {r.model} | {r.budget}x | {GAPS[r.quantity]} | {r.column} | {r.sizes} | {r.slope:+.1f} "
+                     f"({r.slope_low:+.1f} to {r.slope_high:+.1f}) | {r.verdict} |")
     return lines
 
 
 def markdown(summary: pd.DataFrame, fits: pd.DataFrame, missing: list[str], threshold: float, provenance: str) -> str:
-    """The study's page: the bases, every snapshot's gaps to its own base, the fits, the paper's gaps, and the
-    planned snapshots that have no rows yet."""
+    """The study's page: the bases, every snapshot's gaps to its own base, block diffusion's gaps to NTP, the fits,
+    the paper's gaps, and the planned snapshots that have no rows yet."""
     summary = B._num(summary, B.SUMMARY_NUMBERS + ["size_params", "ref_low", "ref_high"])
     paper = "; ".join(f"{kind} {p['size']} {p['column']} {p['gap']:+.1f}" for kind in ("recipe", "ntp")
                       for p in paper_gaps(kind))
+    vs_ntp = "; ".join(f"{p['size']} {p['column']} {p['gap']:+.1f}" for p in paper_gaps("recipe_vs_ntp"))
     out = ["## The bases (each size's AR base; 95% Wilson intervals over the test items)", "", *_bases_table(summary),
            "", "## Gaps to each size's own base", "", *_main_table(summary, threshold), "",
+           "A gap is the model's mean (over seeds) minus the reference's; ± is the model's 95% half-width; the verdict "
+           "compares the two 95% intervals (overlapping: within noise).", "",
+           "## Block diffusion minus NTP (same base, data and tokens)", "",
+           "Where more training on the adaptation data still moves a base (the NTP arm above it), a gap to the base "
+           "mixes the base's shortfall with block diffusion's cost; against NTP both arms share it.", "",
+           *_ntp_table(summary), "",
+           f"The paper's (Table 1, real benchmarks; Fast-dLLM v2 minus Qwen2.5-Nemo-FT): {vs_ntp}.", "",
            "## Fits of the gap against log10 parameters", "", *_fit_table(fits), "",
            "Each fit is a weighted least-squares line through the sizes' gaps (weights: the gap's variance from both "
            "intervals; scaled up by the reduced chi-square when the points scatter more than that). Where the slope "
@@ -254,24 +301,28 @@ def series_colours(summary: pd.DataFrame) -> dict:
     return {k: f"C{i}" for i, k in enumerate(keys)}
 
 
-def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, column: str, title: str) -> None:
-    acc = summary[(summary["quantity"] == "accuracy") & (summary["column"] == column)]
-    colour = series_colours(summary)
+def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, key: tuple, title: str, colour: dict) -> None:
+    """One column's gap (``key``: quantity, column) against parameters per series, its fit (dashed) and the
+    paper's counterparts (black)."""
+    quantity, column = key
+    acc = summary[(summary["quantity"] == quantity) & (summary["column"] == column)]
     for (model, budget), g in acc.groupby(["model", "budget"], sort=False):
         g, c = g.sort_values("size_params"), colour[(model, int(budget))]
         lo = (g["value"] - g["ci_low"]).clip(lower=0)
         hi = (g["ci_high"] - g["value"]).clip(lower=0)
         ax.errorbar(g["size_params"], g["difference"], yerr=[lo, hi], marker="o", capsize=3, color=c,
                     label=f"{model} {int(budget)}x")
-        f = fits[(fits["model"] == model) & (fits["budget"] == budget) & (fits["column"] == column)]
+        f = fits[(fits["quantity"] == quantity) & (fits["model"] == model) & (fits["budget"] == budget)
+                 & (fits["column"] == column)]
         if len(f):
             f = f.iloc[0]
             xs = [g["size_params"].min(), g["size_params"].max()]
             ax.plot(xs, [f["intercept"] + f["slope"] * math.log10(x) for x in xs], color=c, ls="--", lw=1)
-    for kind, marker in (("recipe", "*"), ("ntp", "P")):
+    kinds = (("recipe", "*"), ("ntp", "P")) if quantity == "accuracy" else (("recipe_vs_ntp", "*"),)
+    for kind, marker in kinds:
         pts = [p for p in paper_gaps(kind) if p["column"] == column]
         ax.scatter([p["params"] for p in pts], [p["gap"] for p in pts], marker=marker, s=70, color="k",
-                   label=f"paper {kind} (Table 1, real benchmarks)", zorder=3)
+                   label=f"paper {kind.replace('_', ' ')} (Table 1, real benchmarks)", zorder=3)
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_ylabel("points")
     ax.set_title(title, fontsize=10)
@@ -279,8 +330,8 @@ def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, column: str, title
 
 def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float, footer: str) -> None:
     """(a-c) the Avg., GSM8K and HumanEval gaps to each size's base against parameters, with the fits (dashed) and
-    the paper's gaps; (d) tokens per forward at the speed threshold; (e) batch-1 speed over the size's base; (f)
-    the bases' own Avg."""
+    the paper's gaps; (d-f) the same gaps of block diffusion to NTP at the same size and tokens; (g) tokens per
+    forward at the speed threshold; (h) batch-1 speed over the size's base; (i) the bases' own Avg."""
     summary = B._num(summary, B.SUMMARY_NUMBERS + ["size_params"])
     import matplotlib
 
@@ -289,14 +340,17 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
 
     from .plotting import save
 
-    fig, grid = plt.subplots(2, 3, figsize=(16, 9.5))
+    fig, grid = plt.subplots(3, 3, figsize=(16, 14))
     colour = series_colours(summary)
-    (a, b, c), (d, e, f) = grid
-    for ax, col, name in ((a, "avg", "Avg."), (b, "gsm8k", "GSM8K stand-in"), (c, "humaneval_base", "HumanEval stand-in")):
-        _gap_panel(ax, summary, fits, col, f"({'abc'[GAP_COLUMNS.index(col)]}) {name} gap to the size's AR base\n"
-                                           "(95% interval of the model; dashed: fit against log parameters)")
-    for ax, quantity, title in ((d, "tokens_per_forward", f"(d) tokens per forward at threshold {threshold:g}"),
-                                (e, "speedup_b1", "(e) batch-1 tokens/s over the size's AR base")):
+    names = {"avg": "Avg.", "gsm8k": "GSM8K stand-in", "humaneval_base": "HumanEval stand-in"}
+    for row, (quantity, against) in enumerate(GAPS.items()):
+        for i, col in enumerate(GAP_COLUMNS):
+            _gap_panel(grid[row][i], summary, fits, (quantity, col),
+                       f"({'abcdef'[3 * row + i]}) {names[col]} gap to {against}\n(95% interval of the model; dashed: "
+                       "fit against log parameters)", colour)
+    d, e, f = grid[2]
+    for ax, quantity, title in ((d, "tokens_per_forward", f"(g) tokens per forward at threshold {threshold:g}"),
+                                (e, "speedup_b1", "(h) batch-1 tokens/s over the size's AR base")):
         q = summary[summary["quantity"] == quantity]
         for (model, budget), g in q.groupby(["model", "budget"], sort=False):
             g = g.sort_values("size_params")
@@ -307,7 +361,7 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
     base = summary[(summary["quantity"] == "base") & (summary["column"] == "avg")].sort_values("size_params")
     f.errorbar(base["size_params"], base["value"], yerr=[base["value"] - base["ci_low"], base["ci_high"] - base["value"]],
                marker="o", capsize=3, color="k", label="AR base (Avg.)")
-    f.set_title("(f) each size's AR base: Avg. over the stand-ins", fontsize=10)
+    f.set_title("(i) each size's AR base: Avg. over the stand-ins", fontsize=10)
     xs = summary["size_params"].dropna().astype(float).tolist() + [p[0] for p in PAPER_SIZES.values()]
     for ax in grid.ravel():
         _param_axis(ax, xs)

@@ -65,6 +65,18 @@ def test_default_study_sizes_bases_and_chains():
     assert prio["w128.ntp.s2.x1"] > prio["w384.bd_pad_cm.s0.x4"]
 
 
+def test_base_and_snapshot_rows_carry_the_same_fields():
+    """A base's accuracy rows and a snapshot's carry one set of study fields (the report groups on them); the
+    committed base rows carry the values plan_scale gives."""
+    c = default_config()
+    snaps, chains = plan_scale.snapshots(c), plan_scale.chains(c)
+    snap = plan_scale.row_fields(c, "w192.ntp.s0.x1", snaps["w192.ntp.s0.x1"], chains["w192.ntp.s0"])
+    base = plan_scale.base_row_fields(c, "w192")
+    assert list(base) == list(snap) and base["size_params"] == snap["size_params"] and base["budget"] == 0
+    committed = pd.read_csv(ROOT / "results" / "scale_study" / "points" / "base.w192.accuracy.csv", dtype=str)
+    assert {k: str(v) for k, v in base.items()} == committed.fillna("")[list(base)].iloc[0].to_dict()
+
+
 def test_a_base_is_the_default_base_build_with_its_shape_and_a_scaled_rate():
     c = default_config()
     pre = plan_scale.base_train_config(c, "w256", "pretrain", ["p.jsonl"], "tiny")
@@ -197,6 +209,34 @@ def test_summary_gaps_are_to_each_sizes_own_base_and_the_fit_follows():
     assert "paper" in text and "recipe 1.5B avg +0.7" in text  # the paper's Table 1 gap, labelled as the paper's
 
 
+def test_block_diffusion_is_also_set_against_ntp_of_its_size_and_budget(tmp_path):
+    """Each size's recipe minus that size's NTP arm at the same budget (not the base, not another size's NTP);
+    its fit has its own rows, and the page and the figure show it."""
+    bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True)
+                         + _rows("b", 10**7, "", "ar", "", {"gsm8k": 40.0, "humaneval_base": 60.0}, "ar", True))
+    acc = pd.DataFrame(
+        _rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1")
+        + _rows("a", 10**6, "ntp", "ar", 0, {"gsm8k": 62.0, "humaneval_base": 80.0}, "ar")
+        + _rows("b", 10**7, "bd", "bd", 0, {"gsm8k": 50.0, "humaneval_base": 60.0}, "bd_t1")
+        + _rows("b", 10**7, "ntp", "ar", 0, {"gsm8k": 70.0, "humaneval_base": 61.0}, "ar"))
+    speed, metrics = load_csvs([], analysis.SPEED_COLUMNS), load_csvs([], analysis.METRICS_COLUMNS)
+    s = analysis.summarize(acc, speed, metrics, bases, COLUMNS, POINTS)
+    vs = s[s["quantity"] == "accuracy_vs_ntp"].set_index(["size", "column"])
+    assert set(vs["model"]) == {"bd"}  # NTP is the reference, never a row of its own
+    assert vs.loc[("a", "gsm8k"), "difference"] == pytest.approx(-32.0)
+    assert vs.loc[("b", "gsm8k"), "difference"] == pytest.approx(-20.0)  # not +10 (its base) nor -12 (a's NTP)
+    assert vs.loc[("b", "avg"), "difference"] == pytest.approx((-20.0 - 1.0) / 2)
+    assert vs.loc[("b", "gsm8k"), "verdict"] == "below"
+    fits = analysis.fit(s).set_index(["quantity", "model", "column"])
+    assert fits.loc[("accuracy_vs_ntp", "bd", "gsm8k"), "slope"] == pytest.approx(12.0)
+    assert fits.loc[("accuracy", "bd", "gsm8k"), "slope"] == pytest.approx(40.0)
+    text = analysis.markdown(s, analysis.fit(s), [], 0.9, "provenance")
+    assert "| bd | b | 10.00M | 1x (0.25) | -10.5 ± " in text  # Avg., then GSM8K -20.0
+    assert "1.5B avg +0.7" in text and "7B humaneval_base +11.0" in text  # Fast-dLLM v2 minus Nemo-FT, the paper's
+    analysis.figure(s, analysis.fit(s), tmp_path / "f.png", tmp_path / "f.pdf", 0.9, "footer")
+    assert (tmp_path / "f.png").stat().st_size > 0
+
+
 def test_one_size_has_no_fit_and_still_draws(tmp_path):
     """A study with rows of one size so far (the others not run yet) and no speed or training rows (load_csvs of no
     files): no fit, the page and the figure all the same."""
@@ -225,3 +265,5 @@ def test_paper_gaps_are_table_1s():
     assert gaps[("1.5B", "avg")] == pytest.approx(45.0 - 44.3)
     assert gaps[("7B", "gsm8k")] == pytest.approx(83.7 - 71.4)
     assert {p["size"] for p in analysis.paper_gaps("ntp")} == {"1.5B", "7B"}
+    vs_ntp = {(p["size"], p["column"]): p["gap"] for p in analysis.paper_gaps("recipe_vs_ntp")}
+    assert vs_ntp[("7B", "humaneval_base")] == pytest.approx(63.4 - 52.4)  # Fast-dLLM v2 minus Nemo-FT

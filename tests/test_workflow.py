@@ -368,7 +368,7 @@ def _scale_study_end_to_end(tmp_path):
     summary = pd.read_csv(tmp_path / "scale_study" / "scale_study.csv")
     assert set(summary["size"]) == {"w32", "w48"}
     bd = summary[summary["model"] == "bd_pad_cm"]
-    assert {"accuracy", "accuracy_speed", "tokens_per_forward", "speedup_b1"} <= set(bd["quantity"])
+    assert {"accuracy", "accuracy_vs_ntp", "accuracy_speed", "tokens_per_forward", "speedup_b1"} <= set(bd["quantity"])
     assert (tmp_path / "scale_study" / "scale_study.png").stat().st_size > 0
     points = tmp_path / "scale_study" / "points"
     assert len(list(points.glob("*.accuracy.csv"))) == 6  # 2 bases + 2 sizes x 2 models

@@ -371,6 +371,12 @@ def row_fields(config: dict, name: str, snapshot: dict, chain: dict) -> dict:
             "budget_tokens": snapshot["tokens"], "train_seed": chain["seed"], "model_group": chain["model"]}
 
 
+def base_row_fields(config: dict, size: str) -> dict:
+    """The same fields for a size's AR base (``base.<size>``): no chain, budget 0, group ``base``."""
+    return {"snapshot": f"base{SEP}{size}", "chain": "", "size": size, "size_params": params_of(config)[size],
+            "budget": 0, "budget_tokens": 0, "train_seed": "", "model_group": "base"}
+
+
 def describe(config: dict) -> str:
     """The study a report comes from, for its footer."""
     s, p = study(config), params_of(config)

@@ -15,10 +15,9 @@ with logged(snakemake):  # noqa: F821
     config = sm.config
     if hasattr(sm.wildcards, "size"):  # a base: the AR model every chain of the size starts from
         size = sm.wildcards.size
-        name, mode, group = f"base.{size}", "ar", "base"
-        label = f"AR base {size} ({plan_scale.params_of(config)[size] / 1e6:.2f}M)"
-        fields = {"snapshot": name, "chain": "", "size": size, "size_params": plan_scale.params_of(config)[size],
-                  "budget": 0, "budget_tokens": 0, "train_seed": "", "model_group": "base"}
+        fields = plan_scale.base_row_fields(config, size)
+        name, mode, group = fields["snapshot"], "ar", "base"
+        label = f"AR base {size} ({fields['size_params'] / 1e6:.2f}M)"
         source = sm.params.source
     else:
         job = study_jobs.snapshot_job(sm, partial(plan_scale.row_fields, config))
