@@ -185,9 +185,15 @@ def _rows(size, params, model, mode, seed, values, point, base=False):
             for c, v in values.items()]
 
 
+def _bases(**sizes) -> pd.DataFrame:
+    """Base rows of each size ``name=(params, {column: value})``."""
+    return pd.DataFrame([r for size, (params, values) in sizes.items()
+                         for r in _rows(size, params, "", "ar", "", values, "ar", True)])
+
+
 def test_summary_gaps_are_to_each_sizes_own_base_and_the_fit_follows():
-    bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True)
-                         + _rows("b", 10**7, "", "ar", "", {"gsm8k": 70.0, "humaneval_base": 90.0}, "ar", True))
+    bases = _bases(a=(10**6, {"gsm8k": 60.0, "humaneval_base": 80.0}),
+                   b=(10**7, {"gsm8k": 70.0, "humaneval_base": 90.0}))
     acc = pd.DataFrame(
         _rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1")
         + _rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t09")
@@ -212,8 +218,8 @@ def test_summary_gaps_are_to_each_sizes_own_base_and_the_fit_follows():
 def test_block_diffusion_is_also_set_against_ntp_of_its_size_and_budget(tmp_path):
     """Each size's recipe minus that size's NTP arm at the same budget (not the base, not another size's NTP);
     its fit has its own rows, and the page and the figure show it."""
-    bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True)
-                         + _rows("b", 10**7, "", "ar", "", {"gsm8k": 40.0, "humaneval_base": 60.0}, "ar", True))
+    bases = _bases(a=(10**6, {"gsm8k": 60.0, "humaneval_base": 80.0}),
+                   b=(10**7, {"gsm8k": 40.0, "humaneval_base": 60.0}))
     acc = pd.DataFrame(
         _rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1")
         + _rows("a", 10**6, "ntp", "ar", 0, {"gsm8k": 62.0, "humaneval_base": 80.0}, "ar")
@@ -240,7 +246,7 @@ def test_block_diffusion_is_also_set_against_ntp_of_its_size_and_budget(tmp_path
 def test_one_size_has_no_fit_and_still_draws(tmp_path):
     """A study with rows of one size so far (the others not run yet) and no speed or training rows (load_csvs of no
     files): no fit, the page and the figure all the same."""
-    bases = pd.DataFrame(_rows("a", 10**6, "", "ar", "", {"gsm8k": 60.0, "humaneval_base": 80.0}, "ar", True))
+    bases = _bases(a=(10**6, {"gsm8k": 60.0, "humaneval_base": 80.0}))
     acc = pd.DataFrame(_rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1"))
     speed, metrics = load_csvs([], analysis.SPEED_COLUMNS), load_csvs([], analysis.METRICS_COLUMNS)
     s = analysis.summarize(acc, speed, metrics, bases, COLUMNS, POINTS)  # no speed, training rows
