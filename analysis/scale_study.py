@@ -10,15 +10,25 @@ sides); :func:`fit` regresses each gap on log10 parameters.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import pandas as pd
 
 from analysis import budget_study as B
 from analysis.paper_values import paper_value
 
+
+class PaperSize(NamedTuple):
+    """One of the paper's sizes: its parameter count and its rows in Table 1."""
+    params: float
+    base: str
+    recipe: str
+    ntp: str
+
+
 # Qwen2.5's parameter counts (its model cards, not the paper) and the paper's Table 1 rows of each size
-PAPER_SIZES = {"1.5B": (1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", "Qwen2.5-1.5B-Nemo-FT"),
-               "7B": (7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
+PAPER_SIZES = {"1.5B": PaperSize(1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", "Qwen2.5-1.5B-Nemo-FT"),
+               "7B": PaperSize(7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
 GAP_COLUMNS = ("avg", "gsm8k", "humaneval_base")
 # the gap quantities and what each is a gap to (the paper's counterpart: paper_gaps)
 GAPS = {"accuracy": "its size's AR base", "accuracy_vs_ntp": "NTP at the same size and tokens"}
@@ -34,14 +44,14 @@ def paper_gaps(kind: str) -> list[dict]:
     """The paper's own gaps (Table 1; real benchmarks), ``[{size, params, column, gap}]``: ``recipe`` or ``ntp``
     minus its Qwen2.5-Instruct base, or ``recipe_vs_ntp``: Fast-dLLM v2 minus the NTP model fine-tuned on the same
     data (Nemo-FT)."""
-    model_i, ref_i = {"recipe": (2, 1), "ntp": (3, 1), "recipe_vs_ntp": (2, 3)}[kind]
+    model, ref = {"recipe": ("recipe", "base"), "ntp": ("ntp", "base"), "recipe_vs_ntp": ("recipe", "ntp")}[kind]
     out = []
     for name, row in PAPER_SIZES.items():
-        params = row[0]
         for col in GAP_COLUMNS:
-            a, b = paper_value("table1", row[model_i], col), paper_value("table1", row[ref_i], col)
+            a = paper_value("table1", getattr(row, model), col)
+            b = paper_value("table1", getattr(row, ref), col)
             if a is not None and b is not None and a.value is not None and b.value is not None:
-                out.append(dict(size=name, params=params, column=col, gap=a.value - b.value))
+                out.append(dict(size=name, params=row.params, column=col, gap=a.value - b.value))
     return out
 
 
@@ -170,10 +180,9 @@ def fit(summary: pd.DataFrame) -> pd.DataFrame:
             continue
         line = fit_line([math.log10(p) for p in g["size_params"]], g["difference"].tolist(),
                         [_gap_sigma(r) for _, r in g.iterrows()])
+        at_zero = 10 ** line["x0"] if line["slope"] > 0 else float("nan")
         rows.append(dict(quantity=quantity, model=model, budget=int(budget), column=col, sizes=" ".join(g["size"]),
-                         **line,
-                         params_at_zero=10 ** line["x0"] if line["slope"] > 0 else float("nan"),
-                         verdict=_fit_verdict(line, g["difference"].max())))
+                         **line, params_at_zero=at_zero, verdict=_fit_verdict(line, g["difference"].max())))
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
@@ -348,9 +357,9 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
             _gap_panel(grid[row][i], summary, fits, (quantity, col),
                        f"({'abcdef'[3 * row + i]}) {names[col]} gap to {against}\n(95% interval of the model; dashed: "
                        "fit against log parameters)", colour)
-    d, e, f = grid[2]
-    for ax, quantity, title in ((d, "tokens_per_forward", f"(g) tokens per forward at threshold {threshold:g}"),
-                                (e, "speedup_b1", "(h) batch-1 tokens/s over the size's AR base")):
+    g_ax, h_ax, i_ax = grid[2]
+    for ax, quantity, title in ((g_ax, "tokens_per_forward", f"(g) tokens per forward at threshold {threshold:g}"),
+                                (h_ax, "speedup_b1", "(h) batch-1 tokens/s over the size's AR base")):
         q = summary[summary["quantity"] == quantity]
         for (model, budget), g in q.groupby(["model", "budget"], sort=False):
             g = g.sort_values("size_params")
@@ -359,10 +368,11 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_title(title, fontsize=10)
     base = summary[(summary["quantity"] == "base") & (summary["column"] == "avg")].sort_values("size_params")
-    f.errorbar(base["size_params"], base["value"], yerr=[base["value"] - base["ci_low"], base["ci_high"] - base["value"]],
-               marker="o", capsize=3, color="k", label="AR base (Avg.)")
-    f.set_title("(i) each size's AR base: Avg. over the stand-ins", fontsize=10)
-    xs = summary["size_params"].dropna().astype(float).tolist() + [p[0] for p in PAPER_SIZES.values()]
+    err = [base["value"] - base["ci_low"], base["ci_high"] - base["value"]]
+    i_ax.errorbar(base["size_params"], base["value"], yerr=err, marker="o", capsize=3, color="k",
+                  label="AR base (Avg.)")
+    i_ax.set_title("(i) each size's AR base: Avg. over the stand-ins", fontsize=10)
+    xs = summary["size_params"].dropna().astype(float).tolist() + [p.params for p in PAPER_SIZES.values()]
     for ax in grid.ravel():
         _param_axis(ax, xs)
         if ax.get_legend_handles_labels()[0]:
