@@ -1,6 +1,6 @@
 """The budget study (workflow/lib/plan_budget.py, rule budget_study): its plan from the config, the named errors
 before any training, the snapshot of a longer run equal to the shorter run, and the summary's gaps and verdicts.
-The study's rules run end to end in tests/test_workflow.py::test_end_to_end_ci_config."""
+The study's rules run end to end in tests/test_workflow_e2e.py::test_end_to_end_ci_config."""
 import csv
 import math
 import subprocess

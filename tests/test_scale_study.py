@@ -1,7 +1,7 @@
 """The scale study (workflow/lib/scale_study.py, rule scale_study): its sizes and parameter counts, the bases' build
 settings, its chains and snapshots from the config, the named errors before any training, the committed rows that a
 run keeps, and the summary's gaps (each against its own size's base) and the fit against log parameters.  The
-rules run end to end in tests/test_workflow.py::test_end_to_end_ci_config."""
+rules run end to end in tests/test_workflow_e2e.py::test_end_to_end_ci_config."""
 import copy
 import math
 import sys
