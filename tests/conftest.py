@@ -1,5 +1,8 @@
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 from fastdllm_core import cpu_numerics
 
@@ -12,6 +15,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(min(2, torch.get_num_threads()))
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def smk(*args, cwd=ROOT, timeout=300, env=None):
+    """``python -m snakemake *args`` in ``cwd`` (the repository), output captured; the Hub and datasets offline
+    unless ``env`` (the whole environment) is given."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1") if env is None else env
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 @pytest.fixture

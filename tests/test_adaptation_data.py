@@ -5,12 +5,12 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import smk
 
 from fastdllm_core import rehearsal
 from fastdllm_core.training import adaptation_data as ad
@@ -169,10 +169,8 @@ def test_a_role_without_training_data_is_an_error(monkeypatch, tmp_path):
 
 
 def test_paper_dry_run_without_training_data_plans_every_table_and_no_training(tmp_path):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-m", "snakemake", "paper_figures", "-n", "--nolock", "--cores", "2",
-                        "--configfile", "config/paper.yaml", "--config", f"results_dir={tmp_path}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    r = smk("paper_figures", "-n", "--nolock", "--cores", "2", "--configfile", "config/paper.yaml", "--config",
+            f"results_dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:", 1)[1], re.M))

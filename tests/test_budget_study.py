@@ -3,7 +3,6 @@ before any training, the snapshot of a longer run equal to the shorter run, and 
 The study's rules run end to end in tests/test_workflow_e2e.py::test_end_to_end_ci_config."""
 import csv
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import smk
 from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,9 +89,8 @@ def test_an_unknown_lever_stops_the_dag_at_parse_time(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"budget_study": dict(default_config()["budget_study"],
                                                         levers=[{"name": "dropout", "value": 0.1}])}))
-    r = subprocess.run([sys.executable, "-m", "snakemake", "budget_study", "-n", "--nolock", "--cores", "1",
-                        "--configfile", str(bad), "--config", f"results_dir={tmp_path}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    r = smk("budget_study", "-n", "--nolock", "--cores", "1", "--configfile", str(bad), "--config",
+            f"results_dir={tmp_path}")
     assert r.returncode != 0 and "unknown lever 'dropout'" in r.stdout + r.stderr
 
 

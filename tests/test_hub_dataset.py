@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from analysis.results_io import load_csv
+from conftest import smk
 from fake_hub import COMMIT, FakeHub, gsm8k_files
 from test_rehearsal import ROOT, rehearsal_config
 
@@ -78,11 +79,10 @@ def test_rehearsal_bench_sweep_takes_its_prompts_from_the_hub(tmp_path):
     sweep = R / "throughput" / f"{sweep_name}.csv"
     t0 = time.monotonic()
     with _hub() as hub:
-        r = subprocess.run(
-            [sys.executable, "-m", "snakemake", str(sweep), "--cores", "2", "--configfile", "config/paper.yaml",
-             "config/rehearsal.yaml", str(no_local), "--config", f"results_dir={out}",
-             f"shared_dir={tmp_path / 'empty_shared'}"],  # the workflow sets $FASTDLLM_SHARED_DIR from it
-            cwd=ROOT, capture_output=True, text=True, timeout=600, env=_online_env(tmp_path, hub.url))
+        r = smk(str(sweep), "--cores", "2", "--configfile", "config/paper.yaml", "config/rehearsal.yaml",
+                str(no_local), "--config", f"results_dir={out}",
+                f"shared_dir={tmp_path / 'empty_shared'}",  # the workflow sets $FASTDLLM_SHARED_DIR from it
+                timeout=600, env=_online_env(tmp_path, hub.url))
         asked = hub.asked_for(REPO)
     print(f"hub-prompts sweep run: {time.monotonic() - t0:.0f} s wall")
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

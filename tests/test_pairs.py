@@ -11,7 +11,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import pairs  # noqa: E402
-import plan  # noqa: E402
 import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
 import report_specs  # noqa: E402

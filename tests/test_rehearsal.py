@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
@@ -48,12 +49,6 @@ def _merge(a: dict, b: dict) -> dict:
 
 def rehearsal_config() -> dict:
     return plan.expand_seeds(_merge(_load("paper.yaml"), _load("rehearsal.yaml")))
-
-
-def smk(*args, cwd=ROOT, timeout=600, env=None):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1") if env is None else env  # env: all of it
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 # ------------------------------------------------------------------------------------------------- stand-ins

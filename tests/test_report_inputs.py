@@ -4,16 +4,15 @@ those inputs alone it is the same as built from every result; with released chec
 Tables 3-4 and Figures 1a, 4, 6a plan no training job."""
 import csv
 import filecmp
-import os
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
@@ -117,10 +116,7 @@ def test_each_report_from_its_own_inputs_is_the_report_from_every_result(cfg, tm
 
 
 def _dry_run(targets, configfile, tmp_path):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--nolock", "--cores", "2",
-                        "--configfile", str(configfile)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env=env)
+    r = smk(*targets, "-n", "--nolock", "--cores", "2", "--configfile", str(configfile))
     assert r.returncode == 0, r.stderr[-3000:]
     return dict(re.findall(r"^(\w+)\s+(\d+)$", (r.stdout + r.stderr).split("Job stats:", 1)[1], re.M))
 

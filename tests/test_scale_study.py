@@ -2,7 +2,6 @@
 settings, its chains and snapshots from the config, the named errors before any training, the committed rows that a
 run keeps, and the summary's gaps (each against its own size's base) and the fit against log parameters.  The
 rules run end to end in tests/test_workflow_e2e.py::test_end_to_end_ci_config."""
-import copy
 import math
 import sys
 from pathlib import Path

@@ -3,13 +3,12 @@ what is allowed (before: Snakemake printed the schema and the config, ~500 lines
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -75,9 +74,7 @@ def test_missing_required_and_one_of(config):
 def test_snakemake_prints_a_few_lines(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("trainig:\n  optim: {max_steps: 3}\n")
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "1", "--configfile",
-                        str(bad), "--config", f"results_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    r = smk("-n", "--nolock", "--cores", "1", "--configfile", str(bad), "--config", f"results_dir={tmp_path}")
     out = (r.stdout + r.stderr).strip().splitlines()
     assert r.returncode != 0
     assert len(out) <= 12, "\n".join(out)

@@ -37,7 +37,7 @@ def test_a_stopped_job_then_a_completed_one_passes(tmp_path):
     (f"4|{C}|COMPLETED|0:0|00:02:00\n", "1 train_model job(s): the training never went past its time limit"),
     (f"4|{C}|FAILED|1:0|00:02:00\n5|{C}|FAILED|1:0|00:02:00\n", "the last COMPLETED"),
     (f"4|{C}|COMPLETED|0:0|00:02:00\n5|{C}|COMPLETED|0:0|00:02:00\n", "every job but the last stopped"),
-    (f"4|rule_train_model_wildcards_ntp|FAILED|1:0|00:02:00\n", "0 train_model job(s)"),
+    ("4|rule_train_model_wildcards_ntp|FAILED|1:0|00:02:00\n", "0 train_model job(s)"),
 ])
 def test_a_run_that_never_stopped_or_never_finished_fails(tmp_path, text, why):
     r = jobs_check(tmp_path, text)

@@ -13,7 +13,7 @@ import yaml
 
 from fastdllm_core.cli import plan_training as cli
 from fastdllm_core.training.config import TrainConfig
-from fastdllm_core.training.memory import (GB, HEADROOM, PUBLISHED_CONFIGS, Arch, activation_bytes, choose_engine,
+from fastdllm_core.training.memory import (HEADROOM, PUBLISHED_CONFIGS, Arch, activation_bytes, choose_engine,
                                            memory, model_config, n_params, plan_training)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,14 +1,13 @@
 """The Snakemake DAG: config validation, dry runs of paper_figures (default and paper config), lint, rerun
 granularity, GPU checks (the slow end-to-end run of config/ci.yaml: test_workflow_e2e.py)."""
 import copy
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import smk
 
 from fastdllm_core.decode_config import DecodeConfig
 
@@ -19,12 +18,6 @@ import plan  # noqa: E402
 import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
 import plan_summaries  # noqa: E402
-
-
-def smk(*args, timeout=300):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def default_config():

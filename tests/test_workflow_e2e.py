@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from test_workflow import smk
+from conftest import smk
 
 
 @pytest.mark.slow
