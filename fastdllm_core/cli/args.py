@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..decode_config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MDM_MODES, MODES,
+from ..decode_config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MODES,
                              REMASKING, SUB_BLOCK_SIZE, DecodeConfig, parse_bool)
 
 AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static "

@@ -23,7 +23,6 @@ docs/sandbox.md).
 """
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os

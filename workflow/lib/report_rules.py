@@ -4,7 +4,6 @@ has the table's or figure's short name, so that it can be rebuilt alone (``snake
 table3_subblock_size``).  What each table and figure shows is ``workflow/lib/report_specs.py``."""
 from __future__ import annotations
 
-import plan
 import plan_points
 import plan_summaries as summaries
 
