@@ -29,6 +29,9 @@ class PaperSize(NamedTuple):
 # Qwen2.5's parameter counts (its model cards, not the paper) and the paper's Table 1 rows of each size
 PAPER_SIZES = {"1.5B": PaperSize(1.54e9, "Qwen2.5-1.5B-Instruct", "Fast-dLLM v2 (1.5B)", "Qwen2.5-1.5B-Nemo-FT"),
                "7B": PaperSize(7.61e9, "Qwen2.5-7B-Instruct", "Fast-dLLM v2 (7B)", "Qwen2.5-7B-Nemo-FT")}
+# the paper's rows behind each kind of paper_gaps, as the figure names them
+PAPER_SERIES = {"recipe": "Fast-dLLM v2", "ntp": "Qwen2.5-Nemo-FT (NTP)",
+                "recipe_vs_ntp": "Fast-dLLM v2 minus Qwen2.5-Nemo-FT"}
 GAP_COLUMNS = ("avg", "gsm8k", "humaneval_base")
 # the gap quantities and what each is a gap to (the paper's counterpart: paper_gaps)
 GAPS = {"accuracy": "its size's AR base", "accuracy_vs_ntp": "NTP at the same size and tokens"}
@@ -222,7 +225,12 @@ def _bases_table(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _main_table(summary: pd.DataFrame, threshold: float) -> list[str]:
+def _name(labels: dict | None, model: str) -> str:
+    """A model's display name (its config ``label``), or its key where none is given."""
+    return (labels or {}).get(model, model)
+
+
+def _main_table(summary: pd.DataFrame, threshold: float, labels: dict | None = None) -> list[str]:
     head = ["model", "size", "parameters", "budget (tokens / param)", "passes", "Avg. gap to its base", "GSM8K gap",
             "HumanEval gap", f"tokens / forward (t={threshold:g})", f"Avg. change t=1.0 -> {threshold:g}",
             "batch-1 speed / its base"]
@@ -232,7 +240,7 @@ def _main_table(summary: pd.DataFrame, threshold: float) -> list[str]:
         for size, g in mb.groupby("size", sort=False):
             r = g.iloc[0]
             sp = g[g["quantity"] == "speedup_b1"]
-            cells = [model, size, f"{float(r['size_params']) / 1e6:.2f}M",
+            cells = [_name(labels, model), size, f"{float(r['size_params']) / 1e6:.2f}M",
                      f"{int(budget)}x ({float(r['tokens_per_param']):.2f})", B._fmt(r.get("passes"), 2),
                      _gap_cell(g, "avg"), _gap_cell(g, "gsm8k"), _gap_cell(g, "humaneval_base"),
                      B._cell(g, "tokens_per_forward", "all", "value") or "-", B._cell(g, "accuracy_speed", "avg") or "-",
@@ -241,45 +249,49 @@ def _main_table(summary: pd.DataFrame, threshold: float) -> list[str]:
     return lines
 
 
-def _ntp_table(summary: pd.DataFrame) -> list[str]:
+def _ntp_table(summary: pd.DataFrame, labels: dict | None = None) -> list[str]:
     lines = ["| model | size | parameters | budget (tokens / param) | Avg. minus NTP | GSM8K minus NTP | "
              "HumanEval minus NTP |", "|---|---|---|---|---|---|---|"]
     s = summary[summary["quantity"] == "accuracy_vs_ntp"].sort_values(["budget", "size_params"], kind="stable")
     for (model, budget, size), g in s.groupby(["model", "budget", "size"], sort=False):
         r = g.iloc[0]
-        cells = [model, size, f"{float(r['size_params']) / 1e6:.2f}M",
+        cells = [_name(labels, model), size, f"{float(r['size_params']) / 1e6:.2f}M",
                  f"{int(budget)}x ({float(r['tokens_per_param']):.2f})",
                  *(_gap_cell(g, c, "accuracy_vs_ntp") for c in GAP_COLUMNS)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def _fit_table(fits: pd.DataFrame) -> list[str]:
+def _fit_table(fits: pd.DataFrame, labels: dict | None = None) -> list[str]:
     lines = ["| model | budget | gap to | column | sizes | points per decade of parameters (95%) | verdict |",
              "|---|---|---|---|---|---|---|"]
     for r in fits.itertuples():
-        lines.append(f"| {r.model} | {r.budget}x | {GAPS[r.quantity]} | {r.column} | {r.sizes} | {r.slope:+.1f} "
+        lines.append(f"| {_name(labels, r.model)} | {r.budget}x | {GAPS[r.quantity]} | {r.column} | {r.sizes} | {r.slope:+.1f} "
                      f"({r.slope_low:+.1f} to {r.slope_high:+.1f}) | {r.verdict} |")
     return lines
 
 
-def markdown(summary: pd.DataFrame, fits: pd.DataFrame, missing: list[str], threshold: float, provenance: str) -> str:
+def markdown(summary: pd.DataFrame, fits: pd.DataFrame, missing: list[str], threshold: float, provenance: str,
+             labels: dict | None = None) -> str:
     """The study's page: the bases, every snapshot's gaps to its own base, block diffusion's gaps to NTP, the fits,
-    the paper's gaps, and the planned snapshots that have no rows yet."""
+    the paper's gaps, and the planned snapshots that have no rows yet; models named by ``labels`` (``{key: name}``;
+    the CSVs keep the keys)."""
     summary = B._num(summary, B.SUMMARY_NUMBERS + ["size_params", "ref_low", "ref_high"])
     paper = "; ".join(f"{kind} {p['size']} {p['column']} {p['gap']:+.1f}" for kind in ("recipe", "ntp")
                       for p in paper_gaps(kind))
     vs_ntp = "; ".join(f"{p['size']} {p['column']} {p['gap']:+.1f}" for p in paper_gaps("recipe_vs_ntp"))
+    keys = ", ".join(f"`{k}` = {v}" for k, v in (labels or {}).items() if v != k)
     out = ["## The bases (each size's AR base; 95% Wilson intervals over the test items)", "", *_bases_table(summary),
-           "", "## Gaps to each size's own base", "", *_main_table(summary, threshold), "",
+           "", "## Gaps to each size's own base", "", *_main_table(summary, threshold, labels), "",
            "A gap is the model's mean (over seeds) minus the reference's; ± is the model's 95% half-width; the verdict "
            "compares the two 95% intervals (overlapping: within noise).", "",
+           *([f"The CSVs name each model by its config key: {keys}.", ""] if keys else []),
            "## Block diffusion minus NTP (same base, data and tokens)", "",
            "Where more training on the adaptation data still moves a base (the NTP arm above it), a gap to the base "
            "mixes the base's shortfall with block diffusion's cost; against NTP both arms share it.", "",
-           *_ntp_table(summary), "",
+           *_ntp_table(summary, labels), "",
            f"The paper's (Table 1, real benchmarks; Fast-dLLM v2 minus Qwen2.5-Nemo-FT): {vs_ntp}.", "",
-           "## Fits of the gap against log10 parameters", "", *_fit_table(fits), "",
+           "## Fits of the gap against log10 parameters", "", *_fit_table(fits, labels), "",
            "Each fit is a weighted least-squares line through the sizes' gaps (weights: the gap's variance from both "
            "intervals; scaled up by the reduced chi-square when the points scatter more than that). Where the slope "
            "is above zero beyond noise, the parameter count where the line reaches zero is an extrapolation with its "
@@ -310,7 +322,8 @@ def series_colours(summary: pd.DataFrame) -> dict:
     return {k: f"C{i}" for i, k in enumerate(keys)}
 
 
-def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, key: tuple, title: str, colour: dict) -> None:
+def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, key: tuple, title: str, colour: dict,
+               labels: dict | None = None) -> None:
     """One column's gap (``key``: quantity, column) against parameters per series, its fit (dashed) and the
     paper's counterparts (black)."""
     quantity, column = key
@@ -320,7 +333,7 @@ def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, key: tuple, title:
         lo = (g["value"] - g["ci_low"]).clip(lower=0)
         hi = (g["ci_high"] - g["value"]).clip(lower=0)
         ax.errorbar(g["size_params"], g["difference"], yerr=[lo, hi], marker="o", capsize=3, color=c,
-                    label=f"{model} {int(budget)}x")
+                    label=f"{_name(labels, model)} {int(budget)}x")
         f = fits[(fits["quantity"] == quantity) & (fits["model"] == model) & (fits["budget"] == budget)
                  & (fits["column"] == column)]
         if len(f):
@@ -331,16 +344,18 @@ def _gap_panel(ax, summary: pd.DataFrame, fits: pd.DataFrame, key: tuple, title:
     for kind, marker in kinds:
         pts = [p for p in paper_gaps(kind) if p["column"] == column]
         ax.scatter([p["params"] for p in pts], [p["gap"] for p in pts], marker=marker, s=70, color="k",
-                   label=f"paper {kind.replace('_', ' ')} (Table 1, real benchmarks)", zorder=3)
+                   label=f"paper: {PAPER_SERIES[kind]} (Table 1, real benchmarks)", zorder=3)
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_ylabel("points")
     ax.set_title(title, fontsize=10)
 
 
-def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float, footer: str) -> None:
+def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float, footer: str,
+           labels: dict | None = None) -> None:
     """(a-c) the Avg., GSM8K and HumanEval gaps to each size's base against parameters, with the fits (dashed) and
     the paper's gaps; (d-f) the same gaps of block diffusion to NTP at the same size and tokens; (g) tokens per
-    forward at the speed threshold; (h) batch-1 speed over the size's base; (i) the bases' own Avg."""
+    forward at the speed threshold; (h) batch-1 speed over the size's base; (i) the bases' own Avg.  Series are
+    named by ``labels`` (``{model key: name}``) and budget."""
     summary = B._num(summary, B.SUMMARY_NUMBERS + ["size_params"])
     import matplotlib
 
@@ -356,7 +371,7 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
         for i, col in enumerate(GAP_COLUMNS):
             _gap_panel(grid[row][i], summary, fits, (quantity, col),
                        f"({'abcdef'[3 * row + i]}) {names[col]} gap to {against}\n(95% interval of the model; dashed: "
-                       "fit against log parameters)", colour)
+                       "fit against log parameters)", colour, labels)
     g_ax, h_ax, i_ax = grid[2]
     for ax, quantity, title in ((g_ax, "tokens_per_forward", f"(g) tokens per forward at threshold {threshold:g}"),
                                 (h_ax, "speedup_b1", "(h) batch-1 tokens/s over the size's AR base")):
@@ -364,7 +379,7 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
         for (model, budget), g in q.groupby(["model", "budget"], sort=False):
             g = g.sort_values("size_params")
             ax.plot(g["size_params"], g["value"], marker="o", color=colour[(model, int(budget))],
-                    label=f"{model} {int(budget)}x")
+                    label=f"{_name(labels, model)} {int(budget)}x")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_title(title, fontsize=10)
     base = summary[(summary["quantity"] == "base") & (summary["column"] == "avg")].sort_values("size_params")
@@ -373,10 +388,12 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, threshold: float
                   label="AR base (Avg.)")
     i_ax.set_title("(i) each size's AR base: Avg. over the stand-ins", fontsize=10)
     xs = summary["size_params"].dropna().astype(float).tolist() + [p.params for p in PAPER_SIZES.values()]
+    legend: dict = {}  # one legend for the figure: a series keeps its name and colour in every panel
     for ax in grid.ravel():
         _param_axis(ax, xs)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
-    fig.text(0.01, -0.01, footer, fontsize=8, ha="left", va="top", wrap=True)
-    fig.tight_layout()
+        legend.update({t: h for h, t in zip(*ax.get_legend_handles_labels()) if t not in legend})
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.legend(list(legend.values()), list(legend), loc="lower center", bbox_to_anchor=(0.5, 0.01), ncol=3,
+               fontsize=9, frameon=False)
+    fig.text(0.01, 0.0, footer, fontsize=8, ha="left", va="top", wrap=True)
     save(fig, png, pdf)

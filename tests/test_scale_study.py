@@ -242,6 +242,29 @@ def test_block_diffusion_is_also_set_against_ntp_of_its_size_and_budget(tmp_path
     assert (tmp_path / "f.png").stat().st_size > 0
 
 
+def test_models_are_named_by_their_labels_and_the_csvs_keep_the_keys(tmp_path, monkeypatch):
+    """The page's tables and the figure's legends name a model by its label; the page says which key is which."""
+    from analysis import plotting
+
+    bases = _bases(a=(10**6, {"gsm8k": 60.0, "humaneval_base": 80.0}), b=(10**7, {"gsm8k": 40.0, "humaneval_base": 60.0}))
+    acc = pd.DataFrame(
+        _rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1")
+        + _rows("a", 10**6, "ntp", "ar", 0, {"gsm8k": 62.0, "humaneval_base": 80.0}, "ar")
+        + _rows("b", 10**7, "bd", "bd", 0, {"gsm8k": 50.0, "humaneval_base": 60.0}, "bd_t1"))
+    speed, metrics = load_csvs([], analysis.SPEED_COLUMNS), load_csvs([], analysis.METRICS_COLUMNS)
+    s = analysis.summarize(acc, speed, metrics, bases, COLUMNS, POINTS)
+    labels = {"bd": "The recipe", "ntp": "NTP"}
+    text = analysis.markdown(s, analysis.fit(s), [], 0.9, "provenance", labels)
+    assert "| The recipe | b | 10.00M |" in text and "| bd |" not in text
+    assert "config key: `bd` = The recipe" in text  # `ntp` is its own label: not listed
+    figures = []
+    monkeypatch.setattr(plotting, "save", lambda fig, png, pdf: figures.append(fig))
+    analysis.figure(s, analysis.fit(s), tmp_path / "f.png", tmp_path / "f.pdf", 0.9, "footer", labels)
+    legends = {t.get_text() for legend in figures[0].legends for t in legend.get_texts()}
+    assert {"The recipe 1x", "NTP 1x"} <= legends and not any(t.startswith("bd ") for t in legends)
+    assert "paper: Fast-dLLM v2 minus Qwen2.5-Nemo-FT (Table 1, real benchmarks)" in legends
+
+
 def test_one_size_has_no_fit_and_still_draws(tmp_path):
     """A study with rows of one size so far (the others not run yet) and no speed or training rows (load_csvs of no
     files): no fit, the page and the figure all the same."""

@@ -9,6 +9,7 @@ with logged(snakemake):  # noqa: F821
 
     import plan_budget
     import plan_scale as plan
+    import report_specs
     from analysis import scale_study
     from analysis.results_io import load_csvs, measured_on
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
@@ -32,7 +33,8 @@ with logged(snakemake):  # noqa: F821
                   "`snakemake --cores all scale_study` (rows under results/scale_study/points are kept; a deleted "
                   "one is remade).")
     threshold = float(config["speed_threshold"])
-    text = scale_study.markdown(summary, fits, missing, threshold, provenance)
+    labels = {m: report_specs.label(config, m) for m in config["scale_study"]["models"]}  # as on the results page
+    text = scale_study.markdown(summary, fits, missing, threshold, provenance, labels)
     write_text_atomic(sm.output.md, f"# Scale study ({config['scale']})\n\n" + text)
-    scale_study.figure(summary, fits, sm.output.png, sm.output.pdf, threshold, provenance)
+    scale_study.figure(summary, fits, sm.output.png, sm.output.pdf, threshold, provenance, labels)
     print(text)
