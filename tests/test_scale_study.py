@@ -246,7 +246,8 @@ def test_models_are_named_by_their_labels_and_the_csvs_keep_the_keys(tmp_path, m
     """The page's tables and the figure's legends name a model by its label; the page says which key is which."""
     from analysis import plotting
 
-    bases = _bases(a=(10**6, {"gsm8k": 60.0, "humaneval_base": 80.0}), b=(10**7, {"gsm8k": 40.0, "humaneval_base": 60.0}))
+    bases = _bases(a=(10**6, {"gsm8k": 60.0, "humaneval_base": 80.0}),
+                   b=(10**7, {"gsm8k": 40.0, "humaneval_base": 60.0}))
     acc = pd.DataFrame(
         _rows("a", 10**6, "bd", "bd", 0, {"gsm8k": 30.0, "humaneval_base": 78.0}, "bd_t1")
         + _rows("a", 10**6, "ntp", "ar", 0, {"gsm8k": 62.0, "humaneval_base": 80.0}, "ar")
