@@ -1,7 +1,10 @@
 """The DAG config's checks: the JSON schema (a failure in one line naming the field, the bad value and what is
-allowed) and the semantic checks the schema cannot express.  Run at parse time by ``workflow/rules/common.smk``."""
+allowed; before it, ``--config`` strings read as the types the schema asks for) and the semantic checks the schema
+cannot express.  Run at parse time by ``workflow/rules/common.smk``."""
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 
 import pairs
@@ -98,6 +101,56 @@ def explain_schema_error(e) -> str:
     else:
         allowed = e.message if len(e.message) <= 200 else e.message[:197] + "..."
     return f"config field {field}: bad value {_short(inst)}; allowed: {allowed}"
+
+
+# ------------------------------------------------------------------------------------------------- --config
+_JSON_TYPES = {"null": type(None), "boolean": bool, "integer": int, "number": (int, float), "array": list,
+               "object": dict}
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")  # 1e-5 too, which YAML 1.1 reads as a string
+
+
+def _deref(schema: dict, root: dict) -> dict:
+    """``schema``, or what its ``$ref`` (``#/definitions/a/b``, within ``root``) points to."""
+    while "$ref" in schema:
+        schema = functools.reduce(lambda node, k: node[k], schema["$ref"].lstrip("#/").split("/"), root)
+    return schema
+
+
+def coerce_types(value, schema: dict, root: dict | None = None):
+    """``value`` with each string where ``schema`` (a JSON schema; ``root`` holds its definitions) asks for a
+    number, integer, boolean, null, list or mapping, and not for a string, read as YAML and kept if it then has
+    that type (where the schema allows a string too, only YAML's null is read); at every depth, in lists too.
+    ``snakemake --config 'decode={threshold: 0.8}'`` passes "0.8" (Snakemake types only a top-level scalar; below
+    it, every scalar is a string, e.g. ``adaptation_seeds=[0, 1]`` gives ["0", "1"]): this gives 0.8.  A value
+    that already fits comes back unchanged (every value of a valid config file); one that still does not is left
+    for :func:`validate_schema` to refuse by name."""
+    import yaml
+
+    root = schema if root is None else root
+    schema = _deref(schema, root)
+    types = set()
+    for s in [schema, *(_deref(b, root) for b in (*schema.get("oneOf", ()), *schema.get("anyOf", ())))]:
+        types.update([s["type"]] if isinstance(s.get("type"), str) else s.get("type", ()))
+    wanted = types & set(_JSON_TYPES)
+    if "string" in types:  # a string fits: only YAML's null (null, ~) is read, where the schema allows it
+        wanted &= {"null"}
+    if isinstance(value, str) and value.strip() and wanted:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        if isinstance(parsed, str) and "number" in wanted and _FLOAT.fullmatch(parsed.strip()):
+            parsed = float(parsed)
+        if any(isinstance(parsed, _JSON_TYPES[t]) and not (isinstance(parsed, bool) and t in ("integer", "number"))
+               for t in wanted):
+            value = parsed
+    if isinstance(value, dict):
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        return {k: coerce_types(v, props[k], root) if k in props else
+                coerce_types(v, extra, root) if isinstance(extra, dict) else v for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce_types(v, schema["items"], root) for v in value]
+    return value
 
 
 # ------------------------------------------------------------------------------------------------- checks

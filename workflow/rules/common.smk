@@ -2,6 +2,7 @@
 import os
 import sys
 
+import yaml
 from snakemake.utils import validate
 
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
@@ -17,8 +18,15 @@ import plan_scale  # noqa: E402  (the scale study's sizes, bases, chains and sna
 import report_inputs  # noqa: E402  (which results each table and figure reads)
 import report_rules  # noqa: E402  (the tables and figures)
 
+_SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+# --config values below the top level arrive as strings ('decode={threshold: 0.8}' gives "0.8"): read each as the
+# type the schema asks for, so that the checks, the plan and the jobs see numbers, booleans and lists
+with open(_SCHEMA) as _f:
+    _typed = plan_checks.coerce_types(dict(config), yaml.safe_load(_f))
+config.clear()
+config.update(_typed)
 # a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
-plan_checks.validate_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+plan_checks.validate_schema(config, _SCHEMA)
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 plan_checks.check(config)
