@@ -108,7 +108,7 @@ def test_fsdp_killed_and_resumed_equals_uninterrupted(tmp_path, data_file):  # n
         assert torch.equal(wa[k], wb[k]), k
     longer = {**c, "optim": {**c["optim"], "max_steps": 6}}  # one process cannot resume FSDP shards
     with pytest.raises(ValueError, match="written by train.engine='fsdp', this run uses 'ddp'"):
-        train(longer, killed, progress=False)
+        train(longer, killed, progress=False, allow_config_change=True)  # the longer cosine: another run, allowed
 
 
 def free_port() -> int:

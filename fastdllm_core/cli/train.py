@@ -1,7 +1,10 @@
 """``fastdllm train --config CFG.yaml [--output-dir DIR] [--max-steps N] [--stop-after N] [--set key=value]
-[--allow-data-change]``: one training run (:func:`fastdllm_core.training.loop.train` on a
-:class:`~fastdllm_core.training.config.TrainConfig`).  Exit status: 0 done, 2 a named error (config, data, an
-output directory in use, a resume on changed data), 75 stopped by a signal or the job's deadline (resumable)."""
+[--allow-data-change] [--allow-config-change]``: one training run (:func:`fastdllm_core.training.loop.train` on a
+:class:`~fastdllm_core.training.config.TrainConfig`).  Exit status: 0 done; 2 a named error (config, data, an
+output directory in use, a resume on changed data or under a changed config, a write the disk refused); 3 the
+run diverged (a non-finite loss or gradient norm: no final model, the last finite checkpoint kept); 75 stopped by
+a signal (SIGTERM, SIGUSR1, Ctrl-C) or the job's deadline, with a checkpoint (resumable); 130 a second Ctrl-C,
+which ends the run at once (resumable from the checkpoint before)."""
 from __future__ import annotations
 
 import argparse
@@ -16,13 +19,15 @@ from ..provenance import OutDirBusy
 from ..training import loop
 from ..training.config import TrainConfig, UnknownKey, paper_budget_warning, set_key
 from ..training.data import check_train_files
+from ..training.failures import EXIT_DIVERGED, TrainingDiverged, WriteFailed
 from ..training.row_reader import DataError
+from ..training.run_identity import ConfigChanged
 from ..training.run_lock import run_lock
-from ..training.stopping import (EXIT_INTERRUPTED, StopRequested, Stopper, TrainingInterrupted,
-                                 interrupted_before_training)
+from ..training.stopping import StopRequested, Stopper, TrainingInterrupted, interrupted_before_training
 from ..training.store_key import DataChanged, MainProcessFailed
 
-NAMED = (UnknownKey, DataError, DataChanged, MainProcessFailed, OutDirBusy, FileNotFoundError)  # exit 2, one line
+NAMED = (UnknownKey, DataError, DataChanged, ConfigChanged, MainProcessFailed, OutDirBusy, WriteFailed,
+         FileNotFoundError)  # exit 2, one line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow-data-change", action="store_true",
                    help="resume a run whose checkpoint was trained on other data, another tokenizer or other packing "
                         "settings (data.seq_len, ...): refused otherwise")
+    p.add_argument("--allow-config-change", action="store_true",
+                   help="continue a run whose checkpoint was trained under another config (optim.lr, the recipe, "
+                        "...) or from other start weights (model.init): refused otherwise")
     args = p.parse_args(argv)
     cfg = yaml.safe_load(Path(args.config).read_text()) or {}
     for kv in args.set:
@@ -50,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run(p, args, cfg, is_main, stop)
     except StopRequested as exc:
         out = args.output_dir or (cfg.get("train") or {}).get("output_dir") or "."
-        print(f"fastdllm train: {interrupted_before_training(out, stop.setup_reason(exc))}", file=sys.stderr,
-              flush=True)
-        return EXIT_INTERRUPTED
+        exc = interrupted_before_training(out, stop.setup_reason(exc))
+        print(f"fastdllm train: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_status
     finally:
         stop.close()
 
@@ -78,13 +86,17 @@ def _run(p: argparse.ArgumentParser, args, cfg: dict, is_main: bool, stop: Stopp
             logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
             final = loop.train(config, out, max_steps=args.max_steps, progress=not args.no_progress,
                                data_checked=True, stop_after=args.stop_after,
-                               allow_data_change=args.allow_data_change)
+                               allow_data_change=args.allow_data_change,
+                               allow_config_change=args.allow_config_change)
     except NAMED as exc:
         print(f"fastdllm train: error: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:
+        print(f"fastdllm train: error: {exc}", file=sys.stderr)
+        return EXIT_DIVERGED
     except TrainingInterrupted as exc:  # a signal or the job's deadline: resumable
         print(f"fastdllm train: {exc}", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+        return exc.exit_status
     print(final)
     return 0
 

@@ -24,6 +24,7 @@ from ..loading import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
 from ..intervals import row_interval
 from .task_common import PROMPT_STYLES, TASKS
+from .finite import LogitWatch, failed_rows, nonfinite_weights
 from .lm_eval_run import run_lm_eval
 from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
 
@@ -212,10 +213,8 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
     loaded, lm = _load_lm(model, mode, decode, batch_size, device, ar_baseline, truncate_prompts, task_lengths,
                           mc_num, loglikelihood_method)
     t0 = time.perf_counter()
-    if task in CODE_TASKS:
-        rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts, shard, progress)
-    else:
-        rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
+    rows, samples, info = _scored(lm, loaded.model, task, data_path, prompt_style, limit, seed, out_dir, code_opts,
+                                  shard, progress)
     elapsed = time.perf_counter() - t0
     thr = _throughput(lm.gen_stats)
     source = loaded.source
@@ -249,6 +248,27 @@ def _run_task_locked(model, task, mode, decode, batch_size, limit, out_dir, data
         "truncated_prompts": lm.n_truncated_prompts})
     write_csv_atomic(out_dir / "accuracy.csv", out_rows, cols)
     return out_rows
+
+
+def _scored(lm, model, task, data_path, prompt_style, limit, seed, out_dir, code_opts, shard, progress):
+    """(rows, samples, info) of the task; failed rows (:mod:`.finite`) when the model's weights or the logits it
+    computed were not finite."""
+    bad = nonfinite_weights(model)
+    if bad:
+        reason = f"non-finite weights in {len(bad)} parameters (first: {bad[0]}): the model is not scored"
+        log.error("%s: %s", task, reason)
+        return failed_rows([], reason), [], {"source": ""}
+    with LogitWatch(model) as watch:
+        if task in CODE_TASKS:
+            rows, samples, info = _run_code(lm, task, data_path, prompt_style, limit, out_dir, code_opts, shard,
+                                            progress)
+        else:
+            rows, samples, info = run_lm_eval(lm, task, data_path, prompt_style, limit, seed, shard, progress)
+        if watch.met():
+            reason = "non-finite logits met during the evaluation: the model is not scored"
+            log.error("%s: %s", task, reason)
+            rows = failed_rows(rows, reason)
+    return rows, samples, info
 
 
 def _load_lm(model, mode, decode, batch_size, device, ar_baseline, truncate_prompts, task_lengths, mc_num,

@@ -13,6 +13,7 @@ import torch
 
 from ..provenance import write_json_atomic
 from .config import TrainConfig
+from .failures import WriteFailed, any_process, writing
 
 
 def checkpoints(output_dir: Path) -> list[Path]:
@@ -29,27 +30,50 @@ def checkpoint_step(path: Path) -> int:
     return int(Path(path).name.split("-")[1])
 
 
-def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep: int, data: dict | None = None) -> None:
+def save_checkpoint(engine, output_dir: Path, step: int, tokens_seen: int, keep: int, data: dict | None = None,
+                    run: dict | None = None) -> None:
     """``checkpoints/step-N``: the engine's state (accelerate's, or FSDP's shards) and ``state.json`` (with ``data``,
-    the identity of the token store it was trained on: :func:`~.store_key.check_resume`).  The temporary
-    ``.tmp-step-N`` is shared by the run's processes; the run's lock keeps other runs out of it."""
+    the identity of the token store it was trained on: :func:`~.store_key.check_resume`, and ``run``, the run's
+    identity: :func:`~.run_identity.check_same_run`).  The temporary ``.tmp-step-N`` is shared by the run's
+    processes; the run's lock keeps other runs out of it.  A write that fails in any process removes it, keeps the
+    previous checkpoint and raises :class:`~.failures.WriteFailed` in every process."""
     accelerator = engine.acc
     final = output_dir / "checkpoints" / f"step-{step}"
     tmp = output_dir / "checkpoints" / f".tmp-step-{step}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)
     accelerator.wait_for_everyone()
-    engine.save_state(tmp)
-    accelerator.wait_for_everyone()
+    state = {"step": step, "tokens_seen": tokens_seen, "engine": engine.name, **({"data": data} if data else {}),
+             **({"run": run} if run else {})}
+
+    def write():
+        engine.save_state(tmp)
+        if accelerator.is_main_process:
+            write_json_atomic(tmp / "state.json", state)
+
+    together(write, final, "the checkpoint", accelerator, cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True))
     if accelerator.is_main_process:
-        write_json_atomic(tmp / "state.json", {"step": step, "tokens_seen": tokens_seen, "engine": engine.name,
-                                               **({"data": data} if data else {})})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         for old in checkpoints(output_dir)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
+
+
+def together(write, path: Path, what: str, accelerator, cleanup=None) -> None:
+    """``write()`` in every process, then one agreement: a failed write anywhere (:func:`~.failures.writing`)
+    is :class:`~.failures.WriteFailed` everywhere, after ``cleanup()`` in the main process."""
+    error = None
+    try:
+        with writing(path, what):
+            write()
+    except WriteFailed as exc:
+        error = exc
+    if any_process(error is not None, accelerator.device):
+        if accelerator.is_main_process and cleanup is not None:
+            cleanup()
+        raise error or WriteFailed(f"{what} {path} could not be written by another process (see its log)")
 
 
 def read_metrics(path: Path, upto: int) -> list[dict]:
@@ -75,7 +99,8 @@ def save_final(model, tok, cfg: TrainConfig, output_dir: Path, meta: dict, dtype
 
     tmp = unique_dir(output_dir, ".final.tmp.")
     try:
-        _write_final(model, tok, cfg, tmp, meta, dtype)
+        with writing(output_dir / "final", "the final model"):
+            _write_final(model, tok, cfg, tmp, meta, dtype)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -114,6 +114,7 @@ class RunConfig:
     device: str = "auto"
     attn_implementation: str | None = None
     engine: str = "auto"  # auto | ddp | fsdp: how several processes hold the model (.parallel)
+    nonfinite_skips: int = 0  # non-finite steps skipped (no update) before the run stops; 0: the first stops it
 
 
 SECTIONS = {"model": ModelConfig, "data": DataConfig, "objective": ObjectiveConfig, "optim": OptimConfig,
@@ -189,6 +190,9 @@ class TrainConfig:
             raise ValueError(f"train.dtype must be one of {DTYPES}, got {self.train.dtype!r}")
         if self.train.engine not in ENGINES:
             raise ValueError(f"train.engine must be one of {ENGINES}, got {self.train.engine!r}")
+        if not (_posint(self.train.nonfinite_skips) or self.train.nonfinite_skips == 0) or isinstance(
+                self.train.nonfinite_skips, bool):
+            raise ValueError(f"train.nonfinite_skips must be an integer >= 0, got {self.train.nonfinite_skips!r}")
         if not _posint(self.train.save_every):
             raise ValueError(f"train.save_every must be a positive integer, got {self.train.save_every!r}")
         if not self.data.train_files:

@@ -16,6 +16,7 @@ import yaml
 
 from .config import TrainConfig
 from .loop import check_split, train
+from .run_identity import prefetch_init
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
@@ -194,21 +195,6 @@ def _train_on_nodes(cfg: TrainConfig, output_dir: str | Path, command: Callable[
                 *cmd[at:]]
 
     return train_launched(cfg, output_dir, node_command, step_env(env))
-
-
-def prefetch_init(init: str, download=None) -> str | None:
-    """Download the start model's files once, in the launching process, before any rank starts (a Hub id; a local
-    directory or ``tiny`` needs nothing): the ranks then read the Hugging Face cache, which must be on a file
-    system every node sees (``HF_HOME``), instead of 64 processes asking the Hub at once.  Returns the snapshot
-    directory, or None when there is nothing to fetch."""
-    if init == "tiny" or Path(init).exists():
-        return None
-    if download is None:
-        from huggingface_hub import snapshot_download as download
-    from ..hub_access import hub_guard
-
-    with hub_guard(init):
-        return download(init, allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.py"])
 
 
 def train_processes(cfg: TrainConfig | dict, output_dir: str | Path, processes: int,

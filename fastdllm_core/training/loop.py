@@ -17,7 +17,7 @@ dream         dream       pad       no (full-attention masked diffusion: Dream's
 Read top to bottom: :func:`train` resolves the :class:`~.config.TrainConfig`, builds the accelerator, the model and
 the packed data (:func:`model_and_data`), AdamW (:func:`prepare`), resumes from the newest checkpoint, then per
 optimiser step: :func:`step_views` (the step's micro-batches and noise masks) -> :func:`accumulate` (forward and
-backward) -> clip, step -> :meth:`_Run.done_step` (metrics row, checkpoint).
+backward) -> clip, the finiteness check, step -> :meth:`~.run_book.RunBook.done_step` (metrics row, checkpoint).
 
 Determinism and resume: the sequences of optimiser step k and their noise masks are pure functions of
 (seed, k, global sample index), so a run killed and resumed from a checkpoint ends with the same weights as an
@@ -36,18 +36,19 @@ from pathlib import Path
 
 import torch
 
-from ..hostload import HostLoad
-from ..provenance import run_metadata, write_csv_atomic
 from . import footprint
 from . import objective as obj
-from .checkpoints import checkpoints, final_dtype, read_metrics, save_checkpoint, save_final
+from .checkpoints import checkpoints, final_dtype, save_final, together
 from .config import OptimConfig, RunConfig, TrainConfig
 from .data import check_train_files, read_train_files
+from .failures import MARKER, TrainingDiverged
 from .model_init import build_model, build_tokenizer
 from .parallel import make_engine, resolve
+from .run_book import RunBook
+from .run_identity import ConfigChanged, check_same_run, run_identity
 from .run_lock import run_lock
 from .stopping import StopRequested, Stopper, TrainingInterrupted, interrupted_before_training
-from .store_key import tokenizer_digest
+from .store_key import shared, tokenizer_digest
 from .token_store import run_store, store_identity
 
 log = logging.getLogger(__name__)
@@ -172,12 +173,16 @@ def prepare(engine, model, o: OptimConfig):
     return engine.prepare(model, make_optimizer)
 
 
-def resume(engine, output_dir: Path) -> tuple[int, int]:
-    """(step, tokens seen) of the newest checkpoint in ``output_dir``, whose state is loaded; (0, 0) if none."""
+def resume(engine, output_dir: Path, max_steps: int) -> tuple[int, int]:
+    """(step, tokens seen) of the newest checkpoint in ``output_dir``, whose state is loaded; (0, 0) if none.  A
+    checkpoint past ``max_steps`` is refused (its final model would claim fewer steps than it took)."""
     cks = checkpoints(output_dir)
     if not cks:
         return 0, 0
     state = json.loads((cks[-1] / "state.json").read_text())
+    if state["step"] > max_steps:
+        raise ConfigChanged(f"{cks[-1]} is past optim.max_steps={max_steps}: train to at least {state['step']} "
+                            f"steps, or remove the checkpoints past {max_steps} to go on from an earlier one")
     written = state.get("engine", "ddp")
     if written != engine.name:
         raise ValueError(f"{cks[-1]} was written by train.engine={written!r}, this run uses {engine.name!r} "
@@ -220,18 +225,21 @@ def model_and_data(cfg: TrainConfig, accelerator, output_dir: Path, rows: list[d
 # ------------------------------------------------------------------------------------------------ training
 def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | None = None,
           stop_after: int | None = None, progress: bool = True, rows: list[dict] | None = None,
-          data_checked: bool = False, allow_data_change: bool = False) -> Path:
+          data_checked: bool = False, allow_data_change: bool = False, allow_config_change: bool = False) -> Path:
     """Train per ``cfg`` (a :class:`~.config.TrainConfig`, or its YAML mapping); returns the path of the final HF
     checkpoint (``output_dir/final``).  ``rows``: the training rows when the caller has already read them;
     ``data_checked``: the caller has checked ``data.train_files`` (:func:`~.data.check_train_files`);
     ``allow_data_change``: continue a run whose checkpoint was trained on other data, another tokenizer or other
-    packing settings (refused otherwise, :func:`~.store_key.check_resume`).
+    packing settings (refused otherwise, :func:`~.store_key.check_resume`); ``allow_config_change``: continue a
+    run whose checkpoint was trained under another config or from other start weights (refused otherwise,
+    :func:`~.run_identity.check_same_run`).
 
     The main process holds ``output_dir`` (:func:`~.run_lock.run_lock`: a second run on it is refused).  A stop
     signal before the first step ends the run where it is, during the steps after the step (with a checkpoint):
-    :class:`~.stopping.TrainingInterrupted` either way, nothing half-written.  ``stop_after`` ends the run after
-    that many optimiser steps *without* writing ``final`` (a checkpoint is written there), as a controlled "kill"
-    for resume tests.
+    :class:`~.stopping.TrainingInterrupted` either way, nothing half-written.  A loss or gradient norm that is not
+    finite stops the run with :class:`~.failures.TrainingDiverged` (policy: ``train.nonfinite_skips``), a write
+    the disk refuses with :class:`~.failures.WriteFailed`.  ``stop_after`` ends the run after that many optimiser
+    steps *without* writing ``final`` (a checkpoint is written there), as a controlled "kill" for resume tests.
     """
     cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_dict(cfg)
     cfg = cfg if max_steps is None else cfg.with_max_steps(max_steps)
@@ -244,26 +252,30 @@ def train(cfg: TrainConfig | dict, output_dir: str | Path, *, max_steps: int | N
             stop.phase = "during the data check"
             if rows is None and not data_checked and main:
                 check_train_files(cfg.data.train_files)  # bad data (file, line, field) before any model; no row kept
-            return _train(cfg, output_dir, stop, memory, stop_after, progress, rows, allow_data_change)
+            allow = {"data": allow_data_change, "config": allow_config_change}
+            return _train(cfg, output_dir, stop, memory, stop_after, progress, rows, allow)
     except StopRequested as exc:
-        raise interrupted_before_training(output_dir, stop.setup_reason(exc)) from None
+        raise interrupted(output_dir, stop, exc) from None
     finally:
         stop.close()
         memory.stop()
 
 
 def _train(cfg: TrainConfig, output_dir: Path, stop: Stopper, memory, stop_after, progress: bool, rows,
-           allow_data_change: bool) -> Path:
+           allow: dict) -> Path:
     """:func:`train` once its lock is held."""
     o = cfg.optim
     stop.phase = "while starting"
     accelerator = make_accelerator(cfg.train, o)
-    model, tok, mask_id, ds = model_and_data(cfg, accelerator, output_dir, rows, progress, stop, allow_data_change)
+    stop.phase = "while checking the run's identity"
+    ident = shared(lambda: same_run(cfg, output_dir, allow["config"]), accelerator.is_main_process)
+    model, tok, mask_id, ds = model_and_data(cfg, accelerator, output_dir, rows, progress, stop, allow["data"])
     stop.phase = "while preparing the model"
     engine = make_engine(resolve(cfg, model, accelerator), accelerator)
     model, optimizer, scheduler = prepare(engine, model, o)
     stop.phase = "while resuming"
-    run = _Run(cfg, engine, output_dir, *resume(engine, output_dir), stop_after, progress, store_identity(ds), memory)
+    run = RunBook(cfg, engine, output_dir, *resume(engine, output_dir, o.max_steps), stop_after, progress,
+                  store_identity(ds), memory, ident, model)
     stop.at_steps()  # from here: stop after the step, with a checkpoint
     try:
         for step in run.bar:
@@ -271,10 +283,11 @@ def _train(cfg: TrainConfig, output_dir: Path, stop: Stopper, memory, stop_after
             views, norm, n_seq = step_views(ds, cfg, step, run.n_micro)
             loss_sum = accumulate(engine, model, views, run.my_micros, cfg, mask_id, norm)
             grad_norm = engine.clip(model, o.grad_clip) if o.grad_clip else None
-            optimizer.step()
+            loss = (accelerator.reduce(loss_sum, reduction="sum") / norm).item()
+            if not run.skip(step, loss, grad_norm):  # a non-finite step is skipped or stops the run, before the update
+                optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            loss = (accelerator.reduce(loss_sum, reduction="sum") / norm).item()
             saved_s = run.done_step(step, loss, scheduler.get_last_lr()[0], grad_norm, norm, n_seq)
             stop.timed(time.perf_counter() - t0 - saved_s, saved_s)
             why = stop.reason(accelerator.device)
@@ -283,94 +296,43 @@ def _train(cfg: TrainConfig, output_dir: Path, stop: Stopper, memory, stop_after
     finally:
         run.bar.close()
     if run.end == o.max_steps:
-        accelerator.wait_for_everyone()
-        full = engine.full_state_dict(model)  # FSDP: gathered on rank 0 (every rank takes part)
-        if accelerator.is_main_process:
-            save_final(engine.raw(model) if full is None else full, tok, cfg, output_dir, run.meta,
-                       final_dtype(cfg, accelerator.device.type))
-        accelerator.wait_for_everyone()
+        _save_final(engine, model, tok, cfg, output_dir, run.meta)
     log.info("process %d: peak resident memory %s", accelerator.process_index, memory.stop().text())
     return output_dir / "final"
 
 
-class _Run:
-    """The bookkeeping of a run: its range of steps (with a progress bar), its metrics rows and checkpoints."""
-
-    def __init__(self, cfg: TrainConfig, engine, output_dir: Path, start_step: int, tokens_seen: int,
-                 stop_after: int | None, progress: bool, data: dict | None = None, memory=None):
-        from tqdm.auto import tqdm
-
-        self.data = data  # the token store's identity, recorded in every checkpoint
-
-        self.engine, accelerator = engine, engine.acc
-        world, o = accelerator.num_processes, cfg.optim
-        self.cfg, self.acc, self.output_dir, self.tokens_seen = cfg, accelerator, output_dir, tokens_seen
-        self.metrics_path = output_dir / "metrics.csv"
-        self.metrics = read_metrics(self.metrics_path, start_step)
-        full = cfg.to_dict()
-        self.meta = run_metadata({k: full[k] for k in ("recipe", "model", "data", "objective", "optim")},
-                                 cfg.train.seed, str(accelerator.device))
-        self.n_micro = o.batch_size // o.micro_batch_size
-        self.my_micros = list(range(accelerator.process_index, self.n_micro, world))
-        self.end = o.max_steps if stop_after is None else min(o.max_steps, start_step + stop_after)
-        self.bar = tqdm(range(start_step, self.end), initial=start_step, total=o.max_steps,
-                        desc=f"train {cfg.recipe}", disable=not (progress and accelerator.is_main_process),
-                        dynamic_ncols=True)
-        self.clock = _Clock(tokens_seen, HostLoad(processes=world).start(), memory)  # and how busy the machine was
-
-    def done_step(self, step: int, loss: float, lr: float, grad_norm, norm: int, n_seq: int) -> float:
-        """Count the step's tokens; a metrics row every ``train.log_every`` steps and at the end; a checkpoint
-        every ``train.save_every`` steps and at the end.  Returns the seconds the checkpoint took (0 if none)."""
-        t, total = self.cfg.train, self.cfg.optim.max_steps
-        self.tokens_seen += n_seq * self.cfg.data.seq_len
-        done = step + 1
-        if done % t.log_every == 0 or done == total or done == self.end:
-            tps = self.clock.tokens_per_s(self.tokens_seen)
-            self.metrics.append({"step": done, "loss": round(loss, 6), "lr": lr,
-                                 "grad_norm": "" if grad_norm is None else round(float(grad_norm), 6),
-                                 "supervised_tokens": norm, "tokens_seen": self.tokens_seen,
-                                 "tokens_per_s": round(tps, 2),
-                                 **self.clock.context(self.cfg.recipe, self.acc.num_processes),
-                                 "engine": self.engine.name, **self.meta})
-            if self.acc.is_main_process:
-                write_csv_atomic(self.metrics_path, self.metrics)
-            self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tps:.0f}")
-        if done % t.save_every == 0 or done == self.end:
-            t0 = time.perf_counter()
-            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, t.keep_checkpoints, self.data)
-            return time.perf_counter() - t0
-        return 0.0
-
-    def interrupt(self, done: int, reason: str, saved: bool) -> None:
-        """Stop after step ``done``: its checkpoint (unless this step wrote one), then :class:`TrainingInterrupted`."""
-        if not saved:
-            save_checkpoint(self.engine, self.output_dir, done, self.tokens_seen, self.cfg.train.keep_checkpoints,
-                            self.data)
-        log.warning("stopping after step %d: %s", done, reason)
-        raise TrainingInterrupted(done, reason, self.output_dir / "checkpoints" / f"step-{done}")
+def same_run(cfg: TrainConfig, output_dir: Path, allow: bool) -> dict:
+    """The run's identity, once the newest checkpoint of ``output_dir`` is known to be of this run
+    (:func:`~.run_identity.check_same_run`) and not one that diverged under it (``diverged.json``)."""
+    ident = run_identity(cfg)
+    check_same_run(output_dir, ident, allow)
+    marker = output_dir / MARKER
+    if marker.is_file():
+        note = json.loads(marker.read_text())
+        cks = checkpoints(output_dir)
+        if note.get("run") == ident and note.get("checkpoint", "") == str(cks[-1] if cks else ""):
+            raise TrainingDiverged(note["step"], note["what"], cks[-1] if cks else None, earlier=True)
+        marker.unlink()  # another run, or a checkpoint written since: this run goes on
+    return ident
 
 
-class _Clock:
-    """Tokens per second over each logged interval, with the host's load sampled over the same interval."""
-
-    def __init__(self, tokens_seen: int, host: HostLoad, memory=None):
-        self.t_last, self.tok_last, self.host, self.memory = time.perf_counter(), tokens_seen, host, memory
-
-    def tokens_per_s(self, tokens_seen: int) -> float:
-        now = time.perf_counter()
-        tps = (tokens_seen - self.tok_last) / max(now - self.t_last, 1e-9)
-        self.t_last, self.tok_last = now, tokens_seen
-        return tps
-
-    def context(self, recipe: str, world: int) -> dict:
-        """The run's columns of a metrics row: recipe, processes, threads, the peak resident memory (total, and
-        its anonymous and file-backed parts where the platform tells them: :mod:`.footprint`), and the host's load
-        since the last."""
-        peaks = self.memory.peaks if self.memory is not None else {}
-        return {"recipe": recipe, "world_size": world, "torch_threads": torch.get_num_threads(),
-                "peak_rss_mib": round(peak_rss_mib(), 1),
-                **{f"peak_rss_{k}_mib": round(peaks[k], 1) for k in ("anon", "file") if k in peaks},
-                **self.host.sample()}
+def interrupted(output_dir: Path, stop: Stopper, exc: StopRequested) -> TrainingInterrupted:
+    """The :class:`TrainingInterrupted` of a stop that ended the run where it was: before its first step, or at
+    once by a second SIGINT."""
+    return interrupted_before_training(output_dir, stop.setup_reason(exc), during_steps=stop.in_steps)
 
 
-peak_rss_mib = footprint.peak_rss_mib
+def _save_final(engine, model, tok, cfg: TrainConfig, output_dir: Path, meta: dict) -> None:
+    """``final/`` from the main process (FSDP: the state gathered there, every rank taking part); a failed write
+    is :class:`~.failures.WriteFailed` in every process."""
+    accelerator = engine.acc
+    accelerator.wait_for_everyone()
+    full = engine.full_state_dict(model)
+
+    def write():
+        if accelerator.is_main_process:
+            save_final(engine.raw(model) if full is None else full, tok, cfg, output_dir, meta,
+                       final_dtype(cfg, accelerator.device.type))
+
+    together(write, output_dir / "final", "the final model", accelerator)
+    accelerator.wait_for_everyone()

@@ -2,7 +2,8 @@
 time limit, a pre-emption, ``scancel``): the run stops after the step in which
 
 * the process received SIGTERM or SIGUSR1 (a scheduler's warning or its kill: SLURM sends SIGTERM at the limit
-  and SIGKILL ``KillWait`` seconds later), or
+  and SIGKILL ``KillWait`` seconds later) or SIGINT (Ctrl-C; a second Ctrl-C ends the run at once, during its
+  step and without its checkpoint: exit status 130, the next run resumes from the one before), or
 * the job's deadline is nearer than the time of two steps and a checkpoint (and at least
   ``FASTDLLM_STOP_MARGIN_S`` seconds, default 300 under SLURM): the deadline is ``FASTDLLM_TRAIN_DEADLINE`` (Unix
   seconds) when set, else the job's end as SLURM sees it (``squeue -j $SLURM_JOB_ID -o %L``, asked once).
@@ -36,15 +37,20 @@ import torch
 
 log = logging.getLogger(__name__)
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: try again (the run resumes)
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+EXIT_AT_ONCE = 130  # a second Ctrl-C: ended during a step, without its checkpoint (the run resumes all the same)
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)  # Ctrl-C is a stop like the others
 DEADLINE_VAR, MARGIN_VAR = "FASTDLLM_TRAIN_DEADLINE", "FASTDLLM_STOP_MARGIN_S"
 
 
 class TrainingInterrupted(RuntimeError):
     """The run stopped before ``optim.max_steps``; the next run resumes from ``checkpoint`` (None: step 0)."""
 
-    def __init__(self, step: int, reason: str, checkpoint, before_training: bool = False):
-        if before_training:
+    def __init__(self, step: int, reason: str, checkpoint, before_training: bool = False, at_once: bool = False):
+        if at_once:
+            nxt = f"resumes from {checkpoint}" if checkpoint else "starts from step 0"
+            msg = (f"training stopped at once during step {step + 1} ({reason}), without that step's checkpoint; "
+                   f"nothing was left half-written: the next attempt {nxt}")
+        elif before_training:
             nxt = f"resumes from {checkpoint}" if checkpoint else "starts from step 0"
             msg = (f"training stopped before its first step ({reason}); nothing was left half-written: the next "
                    f"attempt {nxt}")
@@ -52,18 +58,24 @@ class TrainingInterrupted(RuntimeError):
             msg = (f"training stopped after step {step} ({reason}); checkpoint {checkpoint}: the next attempt "
                    "resumes from it")
         super().__init__(msg)
-        self.step, self.reason, self.checkpoint = step, reason, checkpoint
+        self.step, self.reason, self.checkpoint, self.at_once = step, reason, checkpoint, at_once
+
+    @property
+    def exit_status(self) -> int:
+        """75 (EX_TEMPFAIL) for a stop; 130 for a second Ctrl-C, which ended the run at once."""
+        return EXIT_AT_ONCE if self.at_once else EXIT_INTERRUPTED
 
 
-def interrupted_before_training(run_dir, reason: str) -> TrainingInterrupted:
-    """The :class:`TrainingInterrupted` of a run in ``run_dir`` stopped before its first step."""
+def interrupted_before_training(run_dir, reason: str, during_steps: bool = False) -> TrainingInterrupted:
+    """The :class:`TrainingInterrupted` of a run in ``run_dir`` stopped where it was: before its first step, or
+    (``during_steps``) at once by a second Ctrl-C."""
     from pathlib import Path
 
     from .checkpoints import checkpoint_step, checkpoints
 
     cks = checkpoints(Path(run_dir))
     return TrainingInterrupted(checkpoint_step(cks[-1]) if cks else 0, reason, cks[-1] if cks else None,
-                               before_training=True)
+                               before_training=True, at_once=during_steps)
 
 
 class StopRequested(BaseException):
@@ -129,6 +141,7 @@ class Stopper:
         env = os.environ if env is None else env
         self.clock, self.signal, self.immediate, self.raised = clock, None, immediate, False
         self.phase = ""  # what the run is doing before its first step, for the message
+        self.in_steps = False  # from the first step on a signal stops the run after its step
         self.deadline = job_deadline(env, clock()) if is_main and deadline else None
         default = "300" if env.get("SLURM_JOB_ID") else "0"
         try:
@@ -145,14 +158,17 @@ class Stopper:
             log.info("job deadline in %.0f s: the run stops with a checkpoint before it", self.deadline - clock())
 
     def _on_signal(self, signum, frame) -> None:
-        self.signal = signal.Signals(signum).name
-        if self.immediate and not self.raised:
+        name = signal.Signals(signum).name
+        again = self.signal is not None and signum == signal.SIGINT  # a second Ctrl-C: at once
+        self.signal = name
+        if (self.immediate or again) and not self.raised:
             self.raised = True
-            raise StopRequested(self.signal)
+            raise StopRequested(f"{name} a second time" if again else name)
 
     def at_steps(self) -> None:
-        """From here on a signal stops the run after the step it is in, with a checkpoint."""
-        self.immediate = False
+        """From here on a signal stops the run after the step it is in, with a checkpoint (a second Ctrl-C
+        stops it at once)."""
+        self.immediate, self.in_steps = False, True
 
     def setup_reason(self, exc: StopRequested) -> str:
         return f"received {exc.signame}{' ' + self.phase if self.phase else ''}"

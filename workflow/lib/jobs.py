@@ -196,3 +196,15 @@ def write_na_rows(out_csv, p, config: dict, reason: str) -> None:
     rows = na_rows(p, config, reason, p.points)
     write_csv_atomic(out_csv, rows)
     print(f"{p.model}: {len(rows)} n/a rows ({reason}) -> {out_csv}")
+
+
+def start_over_if_changed(run_dir, config, name: str) -> None:
+    """A training job's run directory keeps its checkpoints so that an interrupted job of the same run resumes; a
+    job rerun because a setting of the model changed (its training config, its init model, its data) trains from
+    step 0 (:func:`fastdllm_core.training.run_identity.start_over_if_changed`)."""
+    from fastdllm_core.training.run_identity import start_over_if_changed as start_over
+
+    why = start_over(run_dir, config)
+    if why:
+        print(f"{name}: {run_dir} held checkpoints of another run ({'; '.join(why)}): removed, training from step 0",
+              flush=True)

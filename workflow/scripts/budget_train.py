@@ -15,7 +15,7 @@ with logged(snakemake):  # noqa: F821
 
     import jobs
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
-    from fastdllm_core.training.checkpoints import checkpoint_step, checkpoints, read_metrics
+    from fastdllm_core.training.checkpoints import read_metrics
     from fastdllm_core.training.config import TrainConfig
     from fastdllm_core.training.loop import train
 
@@ -26,11 +26,9 @@ with logged(snakemake):  # noqa: F821
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(sm.params.cfg, sort_keys=False))
-    # a rerun of an earlier budget (its later snapshots are rerun after it): the run goes on from no later step
-    for ck in checkpoints(run_dir):
-        if checkpoint_step(ck) > snap["steps"]:
-            print(f"removing {ck}: past this snapshot's {snap['steps']} steps")
-            shutil.rmtree(ck)
+    # a changed setting of the chain trains from step 0; a rerun of an earlier budget (its later snapshots are
+    # rerun after it) goes on from no later step than its own
+    jobs.start_over_if_changed(run_dir, config.with_max_steps(int(snap["steps"])), sm.wildcards.snapshot)
     print(f"{sm.wildcards.snapshot}: {chain['model']} seed {chain['seed']} lever {chain['lever']}, budget "
           f"{snap['budget']}x = {snap['steps']} steps ({snap['tokens']} tokens)")
     final = train(config, run_dir, max_steps=int(snap["steps"]), progress=True)

@@ -34,6 +34,7 @@ with logged(snakemake):  # noqa: F821
     check_train_files(config.data.train_files)
     run_dir = Path(sm.params.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    jobs.start_over_if_changed(run_dir, config, sm.wildcards.model)  # a changed setting: step 0; else a resume
     write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
     import os
@@ -59,9 +60,14 @@ with logged(snakemake):  # noqa: F821
             final = train(config, run_dir, progress=True, data_checked=True)
     except (TrainingInterrupted, subprocess.CalledProcessError) as exc:
         # a signal or the job's deadline (fastdllm_core.training.stopping), or a failed process: the newest
-        # checkpoint under run/checkpoints is where the next attempt (the rule's retries) resumes
+        # checkpoint under run/checkpoints is where the next attempt (the rule's retries) resumes, unless the run
+        # diverged (fastdllm_core.training.failures: the retry stops at once)
         from fastdllm_core.training.checkpoints import checkpoints
+        from fastdllm_core.training.failures import MARKER
 
+        if (run_dir / MARKER).is_file():
+            raise RuntimeError(f"training of {sm.wildcards.model} diverged: {(run_dir / MARKER).read_text()}; "
+                               "no final model was written") from None
         newest = (checkpoints(run_dir) or [run_dir / "checkpoints" / "(none yet: from step 0)"])[-1]
         raise RuntimeError(f"training of {sm.wildcards.model} stopped before optim.max_steps ({exc}); the next "
                            f"attempt resumes from {newest}") from exc
