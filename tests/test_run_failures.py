@@ -208,6 +208,19 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_exit_2_and_the_rerun_resumes(tm
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
+def test_a_full_disk_while_building_the_token_store_is_one_line_and_leaves_no_store(tmp_path, data_file):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg(data_file)))
+    args = ["--config", str(tmp_path / "c.yaml"), "--output-dir", str(tmp_path / "run"), "--no-progress"]
+    r = subprocess.run([sys.executable, "-c", FULL_DISK, "1000", *args], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("fastdllm train")]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "the token store" in lines[0] and "/run/data could not be written" in lines[0]
+    assert not (tmp_path / "run" / "data").exists() and not list((tmp_path / "run").glob(".data.tmp*"))
+    assert train_cli(args) == 0  # space again: built and trained
+
+
 def _cli(tmp_path, c):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(c))
     return subprocess.Popen([sys.executable, "-m", "fastdllm_core.cli", "train", "--config", str(tmp_path / "c.yaml"),

@@ -43,6 +43,7 @@ import torch
 from ..provenance import write_json_atomic
 from . import footprint
 from .data import IGNORE, encode_example, iter_rows, pack_stream
+from .failures import writing
 from .row_reader import NOT_ENCODABLE, DataError
 from .run_lock import file_lock, remove_stale, unique_dir
 from .stopping import StopRequested, deferred
@@ -188,15 +189,16 @@ def build_store(tokenizer, files, out_dir: str | Path, *, seq_len: int, block_si
             remove_stale(out_dir.parent, f".{out_dir.name}.{kind}.")
         tmp, t0, peak = unique_dir(out_dir.parent, f".{out_dir.name}.tmp."), time.perf_counter(), footprint.PeakRss()
         try:
-            offsets, has = _encode_all(tokenizer, files, tmp, drop_after_answer, progress)
-            n, n_examples = _pack(tmp, offsets, has, settings)
-            disk = sum(f.stat().st_size for f in tmp.iterdir())
-            for f in ("examples.u32", "examples.u8"):
-                (tmp / f).unlink()
-            write_json_atomic(tmp / "meta.json", {**ident, "sequences": n, "examples": n_examples,
-                                                  "tokens": n * seq_len, "build_disk_bytes": disk})
-            with deferred():  # a stop signal waits for the rename
-                _replace(tmp, out_dir)
+            with writing(out_dir, "the token store"):  # a full disk: one named line (.failures)
+                offsets, has = _encode_all(tokenizer, files, tmp, drop_after_answer, progress)
+                n, n_examples = _pack(tmp, offsets, has, settings)
+                disk = sum(f.stat().st_size for f in tmp.iterdir())
+                for f in ("examples.u32", "examples.u8"):
+                    (tmp / f).unlink()
+                write_json_atomic(tmp / "meta.json", {**ident, "sequences": n, "examples": n_examples,
+                                                      "tokens": n * seq_len, "build_disk_bytes": disk})
+                with deferred():  # a stop signal waits for the rename
+                    _replace(tmp, out_dir)
             log.info("token store %s built: %d rows, %d tokens -> %d sequences of %d in %.0f s; temporary disk %.0f "
                      "MiB; peak resident memory %s", out_dir, len(offsets) - 1, int(offsets[-1]), n, seq_len,
                      time.perf_counter() - t0, disk / 2**20, peak.stop().text())
@@ -286,8 +288,11 @@ def run_store(tokenizer, files, run_dir: Path, *, is_main: bool, distributed: bo
                               **settings)
     except BaseException as exc:
         if is_main and distributed:  # the others wait for the store: tell them it will not come
-            write_json_atomic(_failure_note(out_dir), {"key": ident["key"], "error": f"{type(exc).__name__}: "
-                                                                                     f"{str(exc)[:500]}"})
+            note = {"key": ident["key"], "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            try:
+                write_json_atomic(_failure_note(out_dir), note)
+            except OSError as note_exc:  # a full disk: the note cannot be written either; this error stands
+                log.error("%s: the failure note could not be written (%s)", out_dir, note_exc)
         raise
 
 
