@@ -180,7 +180,11 @@ class OutDirBusy(RuntimeError):
     """Another run is writing the same output directory."""
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is alive (this process is; one of another user counts as alive): the
+    one liveness check of the run lock and the output-directory lock."""
+    if pid == os.getpid():
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -275,7 +279,7 @@ def _check_holder(fd: int, path: Path, out_dir: Path) -> None:
                          "(delete it if that run is gone)")
     pid = int(old.get("pid", 0) or 0) if str(old.get("pid", "")).isdigit() else 0
     if pid != os.getpid():
-        if pid and _pid_alive(pid):
+        if pid and pid_alive(pid):
             raise OutDirBusy(f"{out_dir} is being written by another {old.get('what', 'run')}: "
                              f"{_holder_text(old)}; lock file {path}")
         msg = f"taking over the stale lock {path} of {_holder_text(old)}: that process is gone"

@@ -122,14 +122,43 @@ def test_another_hosts_lock_is_kept_while_it_lives_and_taken_over_when_its_run_i
 
 
 class _Out:
-    def __init__(self, stdout, returncode=0):
-        self.stdout, self.returncode = stdout, returncode
+    def __init__(self, stdout, returncode=0, stderr=""):
+        self.stdout, self.returncode, self.stderr = stdout, returncode, stderr
 
 
-@pytest.mark.parametrize("stdout,rc,ended", [("RUNNING\n", 0, False), ("PENDING\n", 0, False),
-                                             ("COMPLETED\n", 0, True), ("", 1, True), ("TIMEOUT\n", 0, True)])
-def test_slurm_job_ended(stdout, rc, ended):
-    assert rl.slurm_job_ended("5", run=lambda *a, **k: _Out(stdout, rc)) is ended
+INVALID = "slurm_load_jobs error: Invalid job id specified"
+DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+
+
+@pytest.mark.parametrize("stdout,rc,stderr,ended", [
+    ("RUNNING\n", 0, "", False), ("PENDING\n", 0, "", False), ("COMPLETED\n", 0, "", True), ("", 0, "", True),
+    ("TIMEOUT\n", 0, "", True), ("", 1, INVALID, True),
+    ("", 1, DOWN, False), ("", 1, "", False)])  # squeue failed: the job may run on; the lock is kept
+def test_slurm_job_ended(stdout, rc, stderr, ended, caplog):
+    assert rl.slurm_job_ended("5", run=lambda *a, **k: _Out(stdout, rc, stderr)) is ended
+    if rc and not ended:
+        assert "its lock is kept" in caplog.text
+
+
+def test_a_controller_error_keeps_a_live_jobs_lock(tmp_path, monkeypatch):
+    """A lock of another host whose SLURM job squeue cannot be asked about stays, while fresh."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_NAME).write_text(json.dumps({"host": "node07", "pid": 4242, "slurm_job_id": "77"}))
+    monkeypatch.setattr(rl.subprocess, "run", lambda *a, **k: _Out("", 1, DOWN))
+    with pytest.raises(OutDirBusy):
+        with rl.run_lock(out):
+            pass
+    assert (out / LOCK_NAME).is_file()
+
+
+def test_one_liveness_check_serves_both_locks():
+    from fastdllm_core import provenance
+
+    assert rl.pid_alive is provenance.pid_alive and provenance.pid_alive(os.getpid())
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    assert not provenance.pid_alive(p.pid)
 
 
 def test_the_heartbeat_touches_the_lock(tmp_path, monkeypatch):

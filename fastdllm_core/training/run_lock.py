@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..provenance import LOCK_NAME, _umask, out_dir_lock
+from ..provenance import LOCK_NAME, _umask, out_dir_lock, pid_alive
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 60.0
@@ -90,13 +90,22 @@ def _drop_foreign_stale_lock(path: Path) -> None:
 
 
 def slurm_job_ended(job: str, run=subprocess.run) -> bool:
-    """Whether SLURM says job ``job`` is not pending or running (False when squeue cannot be asked)."""
+    """Whether SLURM says job ``job`` is over: ``squeue`` answers with a state that is not pending or running, or
+    no longer knows the job ("Invalid job id").  Any other failure of ``squeue`` (a controller that does not
+    answer, no squeue here) keeps the lock, with a warning saying why."""
     try:
         out = run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("squeue could not be asked about SLURM job %s (%s): its lock is kept", job, exc)
         return False
-    state = (out.stdout or "").strip()
-    return out.returncode != 0 or state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED")
+    if out.returncode != 0:
+        err = (getattr(out, "stderr", "") or "").strip()
+        if "invalid job id" in err.lower():
+            return True
+        log.warning("squeue failed for SLURM job %s (exit %s: %s): its lock is kept", job, out.returncode,
+                    err[:200] or "no message")
+        return False
+    return (out.stdout or "").strip() not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED")
 
 
 def clean_stale(output_dir: Path) -> list[Path]:
@@ -130,23 +139,11 @@ def remove_stale(parent, prefix: str, stale_s: float = STALE_S) -> list[Path]:
         if not p.is_dir() or len(owner) != 3 or not owner[1].isdigit():
             continue
         host, pid = owner[0], int(owner[1])
-        if (host == socket.gethostname() and not _alive(pid)) or (host != socket.gethostname()
+        if (host == socket.gethostname() and not pid_alive(pid)) or (host != socket.gethostname()
                                                                   and _idle_s(p) > stale_s):
             shutil.rmtree(p, ignore_errors=True)
             out.append(p)
     return out
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _idle_s(d: Path) -> float:
