@@ -66,6 +66,10 @@ def test_init_digest_is_of_the_weights_not_of_the_run_metadata(tmp_path):
     (d / "model.safetensors").write_bytes(b"weightz")
     assert init_digest(str(d)) != first
     assert init_digest("tiny") is None
+    moved = tmp_path / "moved"
+    d.rename(moved)  # the same files elsewhere: the same run
+    assert init_digest(str(moved)) == init_digest(str(moved)) and "model.init" not in config_identity(
+        TrainConfig.from_dict({"model": {"init": str(moved)}, "data": {"train_files": ["x"]}}, check_files=False))
 
 
 def test_a_hugging_face_blob_is_named_by_its_hash(tmp_path):

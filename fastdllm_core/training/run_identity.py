@@ -16,7 +16,8 @@ Left out of the identity (:data:`IGNORED`): where the run writes and how often (
 ``train.keep_checkpoints``, ``train.log_every``), how the same arithmetic is laid out on the machine
 (``train.device``, ``train.engine`` -- checked on its own at resume --, ``train.attn_implementation``,
 ``train.gradient_checkpointing``, ``optim.micro_batch_size``: the loss of a step is the sum over its global batch
-whatever its micro-batches), the training files' paths (their content is the data's identity), and
+whatever its micro-batches), the paths of the training files and of ``model.init`` (their contents are in the
+identity: the data's, and :func:`init_digest`), and
 ``optim.max_steps`` under a constant schedule, where the learning rate of every step taken does not depend on it:
 extending a finished run continues it (the studies' chains do).  Under a linear or cosine schedule
 ``optim.max_steps`` shapes every step's rate and is part of the identity.
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 VERSION = 1
 IGNORED = ("train.save_every", "train.keep_checkpoints", "train.log_every", "train.device", "train.engine",
            "train.attn_implementation", "train.gradient_checkpointing", "optim.micro_batch_size",
-           "data.train_files")
+           "data.train_files", "model.init")  # the paths: their files' digests are in the identity
 SCHEDULE_FREE = ("optim.max_steps",)  # ignored under a constant schedule only
 # in the identity, but a change of them at resume is the data check's to name (store_key.SETTINGS: DataChanged)
 DATA_KEYS = ("data.seq_len", "objective.block_size", "data.max_examples", "data.drop_after_answer", "train.seed")
