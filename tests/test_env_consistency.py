@@ -18,7 +18,9 @@ def test_environment_matches_pyproject():
     py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    pip = [p for p in pip if not p.startswith("-e")]
+    options = [p for p in pip if p.startswith("-")]
+    pip = [p for p in pip if not p.startswith("-")]
+    assert "-c constraints.txt" in options and "-e ." in options  # the versions CI tested, and the project
     assert dict(map(_norm, py)) == dict(map(_norm, pip))
     py_req = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert f"python{py_req}" in env["dependencies"]
