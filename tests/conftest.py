@@ -1,3 +1,30 @@
+"""Shared fixtures, and the two test tiers (issue 69).
+
+The fast tier, ``python -m pytest -q -m "not slow"``, is the everyday command; the full suite, ``python -m pytest
+-q``, adds the slow tier (``-m slow``; .ci/run runs the two tiers, each test once).  A test is slow when it runs
+snakemake, trains a model or starts a process.  Two mechanisms keep the ``slow`` mark true (code: tests/tiers.py;
+tested by tests/test_tiers.py):
+
+- **The rule, at collection** (:func:`pytest_collection_modifyitems`).  A test is marked slow when its function, a
+  fixture it requests, or a helper either names (followed through functions, classes and methods defined under
+  tests/, conftest.py's ``smk`` included; through aliases such as ``import subprocess as sp``) calls ``smk(``,
+  ``train(``, ``train_processes(`` or ``Popen(``; names ``subprocess``, ``multiprocessing``,
+  ``ProcessPoolExecutor``, ``fork`` or ``posix_spawn``; or builds a command line starting with ``train``
+  (``fastdllm train``), ``torchrun`` or ``snakemake``.  The code is read as an AST: docstrings and comments do not
+  count.  The mark keeps the reason (``item.get_closest_marker("slow").kwargs["reason"]``).
+- **The guard, at run time** (the ``pytest_runtest_*`` wrappers below).  A test not marked slow runs its setup,
+  call and teardown under :class:`tiers.SpawnGuard`: ``subprocess.Popen``'s fork, ``os.fork``/``forkpty``/
+  ``posix_spawn``/``system``/``spawn*`` and ``_posixsubprocess.fork_exec`` (multiprocessing's spawn) raise, and
+  the attempt is recorded, so the test fails with a message naming it and saying it must be slow, even when the
+  library catches the error.  This catches what the rule cannot see, a process started inside the library (the
+  sandbox, torch.compile's g++, lm-eval's ``pip list``): such a test carries ``@pytest.mark.slow(reason=...)`` by
+  hand, and forgetting it fails the test in either tier.  Only read-only queries that libraries make on their own,
+  a few milliseconds each, are let through (``git rev-parse``/``describe``/``status``, ``uname``, ``which``:
+  ``tiers.ALLOWED``).  Patching only inside a test's own phases leaves pytest, imports and collection alone; a slow
+  test is never patched.  Tests of a few seconds that start nothing (decoding equivalences, report rebuilds) stay
+  fast: with them the fast tier took 150 s on 2 busy cores (load 2.4-3.4), against 20-35 minutes for the whole.
+"""
+import contextlib
 import json
 import os
 import subprocess
@@ -9,6 +36,7 @@ from fastdllm_core import cpu_numerics
 cpu_numerics.pin()  # before torch's first kernel: the same bits on every x86 CPU with AVX2
 
 import pytest  # noqa: E402
+import tiers  # noqa: E402
 import torch  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -121,3 +149,55 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section("stored numerics (--update-numerics)")
         for line in numerics_check.report_lines() or ["nothing compared (no test_numerics_* test ran)"]:
             terminalreporter.write_line(line)
+
+
+# ------------------------------------------------------------------------------------------------ the two tiers
+_RULE = tiers.Rule()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
+def pytest_collection_modifyitems(config, items):
+    """Mark slow every test the rule of tests/tiers.py finds (see this module's docstring); keep the reason."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and (why := _RULE.item_reason(item)) is not None:
+            item.add_marker(pytest.mark.slow(reason=why))
+
+
+def _guarded(item):
+    """A context for one phase of ``item``: the spawn guard for a fast test, nothing for a slow one."""
+    if item.get_closest_marker("slow") is not None:
+        return contextlib.nullcontext()
+    guard = tiers.SpawnGuard(item.nodeid)
+    item.stash.setdefault(tiers.SPAWNS, []).append(guard)
+    return guard
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A fast test that tried to start a process fails, whatever the code under test did with the error."""
+    report = yield
+    tried = [a for g in item.stash.get(tiers.SPAWNS, []) for a in g.attempts]
+    if tried and not item.stash.get(tiers.REPORTED, False):
+        item.stash[tiers.REPORTED] = True
+        why = tiers.message(item.nodeid, "; ".join(dict.fromkeys(tried)))
+        report.longrepr = f"{why}\n\n{report.longrepr}" if report.failed else why
+        report.outcome = "failed"
+    return report

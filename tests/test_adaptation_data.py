@@ -80,6 +80,7 @@ def standin(tmp_path_factory):
     return d / "data" / "nemotron", AutoTokenizer.from_pretrained(d / "tok")
 
 
+@pytest.mark.slow(reason="builds with a process pool (seen by the spawn guard of tests/conftest.py)")
 def test_build_is_seeded_budgeted_and_has_a_manifest(standin, tmp_path):
     src, tok = standin
     cfg = {"local_dir": str(src), "token_budget": 600, "subsets": ["math", "chat"], "seed": 3}
@@ -207,6 +208,7 @@ def test_malformed_rows_are_skipped_counted_and_named(standin, tmp_path):
     assert f"{f}:{n + 2}:" in st["malformed_examples"][1] and f"{f}:{n + 3}:" in st["malformed_examples"][2]
 
 
+@pytest.mark.slow(reason="builds with a process pool (seen by the spawn guard of tests/conftest.py)")
 def test_a_subset_that_runs_out_leaves_its_share_to_the_others(standin, tmp_path):
     src, tok = standin
     root = _copy(src, tmp_path / "src")

@@ -123,6 +123,7 @@ def test_lm_eval_requests_are_all_checked_before_any_model_work(small, monkeypat
         m.loglikelihood(reqs, disable_tqdm=True)
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_run_task_refuses_and_records_truncation(small, tmp_path):
     from fastdllm_core import synthetic
     from fastdllm_core.decoding import DecodeConfig

@@ -30,6 +30,7 @@ POINTS = [("llada", "llada_g16_s8_b8_lc"), ("dream", "dream_g16_s8_entropy"), ("
           ("dream", "v1_g16_s2_b8_t0.5_prefix")]
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("family,point", POINTS, ids=[p for _, p in POINTS])
 def test_generate_until_through_lm_eval(setup, tmp_path, family, point):
     models, _, suite = setup
@@ -53,6 +54,7 @@ def test_generate_until_through_lm_eval(setup, tmp_path, family, point):
         assert next(csv.DictReader(fh))["gen_length"] == "16"
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("family,mode", [("llada", "llada"), ("dream", "dream")])
 def test_multiple_choice_by_monte_carlo_likelihood(setup, tmp_path, family, mode):
     models, _, suite = setup
@@ -129,6 +131,7 @@ def test_cli_generate_and_bench(setup, tmp_path, capsys):
     assert rc == 2 and "masked-diffusion" in capsys.readouterr().err
 
 
+@pytest.mark.slow(reason="torch.compile runs g++ (seen by the spawn guard of tests/conftest.py)")
 def test_attention_implementations_give_the_same_tokens(setup):
     """sdpa, eager and flex attention (left-padded batch, no-cache and dual-cache forwards) decode alike."""
     from fastdllm_core.decoding import mdm_generate
@@ -192,6 +195,7 @@ def test_exact_likelihood_is_the_monte_carlo_estimators_expectation(setup, famil
         assert exact._exact_loglik(ctx, [14])[0] == pytest.approx(one._mc_loglik(ctx, [14])[0], rel=1e-6)
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_exact_likelihood_rows_and_refusal(setup, tmp_path):
     from fastdllm_core.evaluation.likelihood import EXACT_MAX_TOKENS
     from fastdllm_core.evaluation.lm_model import FastDLLMv2
@@ -222,6 +226,7 @@ def test_auto_rule_exact_only_when_no_dearer_than_monte_carlo():
     assert resolve_mdm_method("mc", [1], 128) == "mc" and resolve_mdm_method("exact", [9], 4) == "exact"
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("family", ["llada", "dream"])
 def test_auto_likelihood_scores_and_records_the_method_used(setup, tmp_path, family):
     """``auto`` gives the exact scores on one-token options, the Monte Carlo ones (same seed) on long options, and

@@ -30,8 +30,11 @@ def test_ci_script_installs_pinned_torch_first_and_runs_readme_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "set -euo pipefail" in ci
     assert ci.index("torch==2.13.0") < ci.index("pip install -c constraints.txt -e .")
-    assert "python -m pytest -q" in ci
-    assert "python -m pytest -q" in (ROOT / "README.md").read_text()
+    # the two tiers, fast first, each test once: no other pytest command (the whole suite would run twice)
+    runs = [line.split(" ||")[0] for line in ci.splitlines() if line.startswith("python -m pytest")]
+    assert runs == ['python -m pytest -q -m "not slow"', "python -m pytest -q -m slow"], runs
+    readme = (ROOT / "README.md").read_text()
+    assert 'python -m pytest -q -m "not slow"' in readme and "\npython -m pytest -q " in readme
 
 
 def _constraints() -> dict[str, str]:

@@ -29,6 +29,7 @@ def _rows(path):
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_synth_arith_through_lm_eval(setup, tmp_path):
     model, suite, _ = setup
     rows = run_task(model, "synth_arith", decode=DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=16),
@@ -63,6 +64,7 @@ def test_synth_arith_through_lm_eval(setup, tmp_path):
     assert "\\boxed{}" in s["prompt"]
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("task,metrics", [
     ("synth_math", {"exact_match"}),
     ("synth_ifeval", {"prompt_level_strict_acc", "inst_level_strict_acc"}),
@@ -90,6 +92,7 @@ def test_new_stand_ins_run_the_benchmark_code_paths(setup, tmp_path, task, metri
         assert by["acc"]["total_tokens"] == "" and by["acc"]["max_new_tokens"] == ""
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_synth_code_through_evalplus(setup, tmp_path):
     model, suite, _ = setup
     rows = run_task(model, "synth_code", mode="bd", decode=DecodeConfig(block_size=8, sub_block_size=8,
@@ -109,6 +112,7 @@ def test_synth_code_through_evalplus(setup, tmp_path):
     assert "session" in json.loads((tmp_path / "results.json").read_text())["info"]["sandbox"]
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_cli_eval_ar_and_errors(setup, tmp_path, capsys):
     from fastdllm_core.cli import main
 
@@ -126,6 +130,7 @@ def test_cli_eval_ar_and_errors(setup, tmp_path, capsys):
     assert rc == 3 and "none.jsonl" in capsys.readouterr().err
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_lm_eval_cli_entry_point(setup, tmp_path):
     from fastdllm_core.cli.lm_eval import main
 

@@ -31,6 +31,7 @@ def _samples(path):
 KEEP = ("metric", "value", "n", "ci_low", "ci_high", "note", "filter")
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("task,n", [("synth_mc", 2), ("synth_ifeval", 2)])
 def test_shards_merge_to_the_unsharded_rows(setup, tmp_path, task, n):
     model, suite = setup
@@ -51,6 +52,7 @@ def test_shards_merge_to_the_unsharded_rows(setup, tmp_path, task, n):
         assert any(r["value"] != whole[0]["value"] for p in parts for r in p["rows"])  # the shards differ
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_merge_refuses_a_value_that_is_not_a_per_item_mean(setup, tmp_path):
     model, suite = setup
     rows = run_task(model, "synth_mc", decode=DECODE, limit=4, out_dir=tmp_path, data_path=suite["synth_mc_test"],
@@ -68,6 +70,7 @@ def _run_shards(model, task, n, tmp_path, **kw):
     return parts
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("task", ["synth_code", "humaneval"])
 def test_evalplus_shards_merge_to_the_unsharded_rows(setup, tmp_path, monkeypatch, task):
     """An EvalPlus task in 3 shards: each generates and scores only its range of the sorted, limited problems;
@@ -113,6 +116,7 @@ def test_a_bad_shard_is_refused(setup, tmp_path):
         run_task(model, "synth_code", out_dir=tmp_path / "b", shard=(1, 3), **kw)
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_random_fewshot_shards_keep_the_unsharded_prompts(setup, tmp_path, monkeypatch):
     """A 3-shot multiple-choice task whose examples come from its own test split through lm-eval's default
     (random) sampler, as GPQA's: in 3 shards every item gets the unsharded prompt (the same examples), and the
@@ -153,6 +157,7 @@ def test_random_fewshot_shards_keep_the_unsharded_prompts(setup, tmp_path, monke
     assert set(naive) == {4, 5, 6} and any(naive[i] != full[i] for i in naive)
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("task", ["synth_ifeval", "synth_code"])
 def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch, task):
     """The first run dies after its first batch of 2 prompts; the rerun decodes only the 3 others and gives the
@@ -187,6 +192,7 @@ def test_a_killed_shard_resumes_from_its_progress(setup, tmp_path, monkeypatch, 
     assert [{k: r[k] for k in KEEP} for r in rows] == [{k: r[k] for k in KEEP} for r in clean]
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("task", ["synth_mc", "synth_code"])
 def test_dag_scripts_merge_shards_into_the_points_rows(setup, tmp_path, monkeypatch, task):
     """workflow/scripts/evaluate_shard.py (two shards) then evaluate.py (the merge) give the point's rows of an

@@ -33,6 +33,7 @@ def _synth_problem(tmp_path):
     return p["synth_code_test"], rows[0]
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_evalplus_scoring_statuses(tmp_path):
     """Correct, wrong, no-code and infinite-loop solutions, scored out of process with a time limit."""
     path, prob = _synth_problem(tmp_path)
@@ -57,6 +58,7 @@ def test_evalplus_scoring_statuses(tmp_path):
     assert [r["base_pass"] for r in res] == [True, False, False, False, False]
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_humaneval_original_converts_base_only(tmp_path, monkeypatch):
     from fastdllm_core.evaluation import shared_dir
 
@@ -205,6 +207,7 @@ def test_max_new_tokens_task_uses_each_requests_own_length(tiny_loaded):
         FastDLLMv2(model=tiny_loaded, max_new_tokens="many")
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("task,want,source", [("synth_arith", 256, "task: lm-eval default"),
                                               ("synth_code", 768, "task: EvalPlus default")])
 def test_run_task_records_the_length_used(tiny_loaded, tmp_path, monkeypatch, task, want, source):

@@ -26,6 +26,7 @@ def converted(tmp_path_factory):
     return out, codeeval.read_jsonl(out), work
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_all_canonical_solutions_pass_and_a_wrong_one_fails_everywhere(converted):
     out, rows, work = converted
     assert len(rows) == 164
@@ -45,6 +46,7 @@ def test_all_canonical_solutions_pass_and_a_wrong_one_fails_everywhere(converted
     assert all(r["base_status"] == "fail" for r in bad_res)
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_find_zero_oracle_is_the_tolerance_of_the_original_test(converted):
     _, rows, _ = converted
     r = next(r for r in rows if r["task_id"] == "HumanEval/32")

@@ -49,6 +49,7 @@ def test_missing_module_while_evaluating_names_the_fix(ck, tmp_path, monkeypatch
         run_task(str(ck), "ifeval", mode="ar", limit=1, out_dir=tmp_path / "o")
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_evaluation_job_goes_on_past_a_task_missing_its_extra(ck, tmp_path, monkeypatch):
     """workflow/scripts/evaluate.py (stand-in snakemake object, real run_task on a tiny checkpoint): minerva_math
     cannot be built (math_verify missing): its row is n/a with the fix; synth_arith is measured."""

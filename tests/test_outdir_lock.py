@@ -100,6 +100,7 @@ def test_lock_is_reentrant_and_leaves_no_empty_out_dir(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_concurrent_scorings_in_one_work_dir_do_not_mix(tmp_path):
     """Before: both wrote work_dir/evalplus_samples.jsonl and evalplus_results.json; one read the other's."""
     suite = synthetic.write_suite(tmp_path / "suite", n_pretrain=0, n_sft=10, n_adapt=0, n_eval=6)
@@ -126,6 +127,7 @@ def test_concurrent_scorings_in_one_work_dir_do_not_mix(tmp_path):
     assert list(work.iterdir()) == []  # private scratch directories removed
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_data_check_writes_nothing(tmp_path):
     from fastdllm_core.evaluation import shared_dir
 
@@ -140,6 +142,7 @@ def test_data_check_writes_nothing(tmp_path):
     assert [x.name for x in (tmp_path / "w").iterdir()] == ["humaneval_base_only.jsonl"]
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_scorings_wait_for_a_ground_truth_cache_being_written(tmp_path, monkeypatch):
     """EvalPlus writes its ground-truth cache in place and loads it whenever it exists: a scoring that starts
     while another is writing it must wait for the complete file (before: it loaded a truncated pickle and died)."""

@@ -291,6 +291,7 @@ def test_probe_reports_this_kernel():
         assert "landlock" in p["description"]
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_solutions_can_import_modules_not_loaded_by_the_scorer(tmp_path, monkeypatch):
     """As root the solution runs as a private uid (so that RLIMIT_NPROC applies): it must still import stdlib
     modules that the scorer never loaded (read access is not restricted).  By default the working directories

@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_dag_scoring_gets_the_probed_sandbox(tmp_path, monkeypatch):
     from fastdllm_core import synthetic
     from fastdllm_core.evaluation import sandbox
@@ -42,6 +43,7 @@ def test_dag_scoring_gets_the_probed_sandbox(tmp_path, monkeypatch):
     assert info["info"]["verdicts_reused"] == 0 and any(Path("results/cache/verdicts").rglob("*.json"))
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_missing_names_what_the_full_set_lacks():
     from fastdllm_core.evaluation import sandbox
     from fastdllm_core.evaluation.sandbox.kernel import F_NPROC, F_PRIVATE_UID, F_READ_CAP_ONLY

@@ -28,17 +28,20 @@ def _check(code, inputs, expected, atol=0, entry_point="f", dataset="humaneval",
     return stat, details
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_a_correct_solution_passes():
     assert _check("def f(x):\n    return [x, str(x), (x, None)]\n", [[1], [2]],
                   [[1, "1", (1, None)], [2, "2", (2, None)]]) == ("pass", [True, True])
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("ret", ["Eq()", "[Eq(), Eq()]", "(Eq(),)"])
 def test_an_object_equal_to_everything_fails(ret):
     code = ALWAYS_EQUAL + f"def f(x):\n    return {ret}\n"
     assert _check(code, [[1], [2]], [[1, 2], [3, 4]])[0] == "fail"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_an_int_subclass_whose_eq_lies_fails():
     code = "class I(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n" \
            "def f(x):\n    return I(0)\n"
@@ -47,6 +50,7 @@ def test_an_int_subclass_whose_eq_lies_fails():
     assert _check("class I(int):\n    pass\ndef f(x):\n    return I(x + 1)\n", [[1]], [2])[0] == "fail"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_a_str_subclass_fails():
     code = "class S(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n" \
            "def f(x):\n    return S('nope')\n"
@@ -54,6 +58,7 @@ def test_a_str_subclass_fails():
     assert _check("def f(x):\n    return x + '!'\n", [["a"]], ["a!"])[0] == "pass"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_a_forged_status_page_fails():
     """The solution writes "success, every input passed" into its shared page: the scorer judges the records."""
     code = ("import gc, mmap, posix, struct\ndef f(x):\n    for o in gc.get_objects():\n"
@@ -63,12 +68,14 @@ def test_a_forged_status_page_fails():
     assert stat == "fail" and details == [False]
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_an_output_too_large_to_send_back_fails():
     big = "def f(x):\n    return 'x' * (40 << 20)\n"
     assert _check(big, [[1]], ["x" * 8])[0] == "fail"
     assert _check("def f(x):\n    return 'x' * (1 << 20)\n", [[1]], ["x" * (1 << 20)])[0] == "pass"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_float_answers_within_atol_pass_and_outside_fail():
     inputs, expected = [[1.0], [2.0]], [1 / 3, 2 / 3]
     # atol 0 with float outputs: EvalPlus' 1e-6 (np.allclose, rtol 1e-7)
@@ -82,6 +89,7 @@ def test_float_answers_within_atol_pass_and_outside_fail():
     assert _check("import numpy as np\ndef f(x):\n    return np.float64(x / 3)\n", inputs, expected)[0] == "pass"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_find_zero_oracle():
     """HumanEval/32: |poly(xs, x)| <= atol on the scorer's own copy of the inputs."""
     code = ("def find_zero(xs):\n    lo, hi = -100.0, 100.0\n"
@@ -97,6 +105,7 @@ def test_find_zero_oracle():
     assert _check(cheat, inputs, expected, atol=1e-4, entry_point="find_zero")[0] == "fail"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_mbpp_special_oracles():
     # "not None" tasks: any non-None object (a re.Match, sent as an opaque marker) is True
     code = "import re\ndef check_str(s):\n    return re.match('a', s)\n"
@@ -110,6 +119,7 @@ def test_mbpp_special_oracles():
                   entry_point=se, dataset="mbpp")[0] == "fail"
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_fast_check_stops_at_the_first_failure_and_errors_fail():
     slow_after_wrong = "import time\ndef f(x):\n    if x == 2:\n        time.sleep(30)\n    return x\n"
     stat, details = _check(slow_after_wrong, [[1], [2]], [2, 2])
@@ -119,6 +129,7 @@ def test_fast_check_stops_at_the_first_failure_and_errors_fail():
     assert stat == "fail" and details == [True, False, True]
 
 
+@pytest.mark.slow(reason="the sandbox forks (seen by the spawn guard of tests/conftest.py)")
 def test_collections_types_compare_by_contents_as_in_evalplus():
     """MBPP's freq_count reference returns a Counter: the real collections classes are sent as data and rebuilt."""
     counter = "import collections\ndef f(x):\n    return collections.Counter(x)\n"
@@ -168,6 +179,7 @@ def _probe() -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 def test_scoring_path_fails_always_equal_and_passes_a_correct_solution(tmp_path):
     sols = [{"task_id": "Sandbox/0", "solution": ALWAYS_EQUAL + f"def {EP}(x):\n    return Eq()\n"},
             {"task_id": "Sandbox/0", "solution": f"def {EP}(x):\n    return x + 1\n"}]
@@ -232,6 +244,7 @@ def {EP}(x):
 """
 
 
+@pytest.mark.slow(reason="scores code in the sandbox, a process (seen by the spawn guard of tests/conftest.py)")
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_the_expected_outputs_are_not_in_the_solutions_memory(tmp_path, parallel):
     sols = [{"task_id": "Sandbox/0", "solution": MEMORY_CHEAT}] * 2

@@ -204,6 +204,7 @@ def _layers_restored(model):
     return all("forward" not in x.__dict__ and x.self_attn.layer_idx == i for i, x in enumerate(model.model.layers))
 
 
+@pytest.mark.slow(reason="torch.compile runs g++ (seen by the spawn guard of tests/conftest.py)")
 @needs_cxx
 @pytest.mark.parametrize("scope", ["model", "layers"])
 @pytest.mark.parametrize("batched", [True, False], ids=["batched", "single"])
@@ -227,6 +228,7 @@ def test_compiled_equals_eager_and_compiles_each_shape_once(tiny64, batched, sco
     assert sf.compile_scope == scope == last_compile_scope(tiny64) and _layers_restored(tiny64)
 
 
+@pytest.mark.slow(reason="torch.compile runs g++ (seen by the spawn guard of tests/conftest.py)")
 @needs_cxx
 def test_the_layers_scope_compiles_one_graph_set_for_every_layer(monkeypatch):
     """The 'layers' compile scope: a model of 6 layers compiles as many graphs as one of 2 (one graph set per shape
@@ -246,6 +248,7 @@ def test_the_layers_scope_compiles_one_graph_set_for_every_layer(monkeypatch):
     assert graphs[0] == graphs[1] > 0
 
 
+@pytest.mark.slow(reason="torch.compile runs g++ (seen by the spawn guard of tests/conftest.py)")
 @needs_cxx
 def test_bench_rows_of_the_compiled_path_record_their_compile_scope(tmp_path, monkeypatch):
     from fastdllm_core.bench import SweepConfig, random_model, run_sweep
@@ -275,6 +278,7 @@ def test_compile_scope_bad_value_is_named_and_a_model_without_stock_layers_compi
     assert _scope(tiny32, None, True)[0] == "layers" and _scope(tiny32, None, False) == ("model", None)
 
 
+@pytest.mark.slow(reason="torch.compile runs g++ (seen by the spawn guard of tests/conftest.py)")
 @needs_cxx
 @pytest.mark.parametrize("scope", ["model", "layers"])
 def test_ar_compiled_equals_hf_greedy(tiny64, scope, monkeypatch):
