@@ -38,6 +38,7 @@ def test_nan_weights_are_a_failed_row_not_a_score(setup, tmp_path):
     assert "non-finite weights in 1 parameters (first: model.norm.weight)" in written[0]["note"]
 
 
+@pytest.mark.slow(reason="lm-eval's environment report runs pip (seen by the spawn guard of tests/conftest.py)")
 def test_non_finite_logits_turn_every_metric_into_a_failed_row(setup, tmp_path):
     model, suite, _ = setup
     hook = model.model.model.norm.register_forward_hook(lambda m, a, out: out * float("inf"))
