@@ -52,7 +52,7 @@ from fastdllm_core.provenance import atomic_path, source_fingerprint, write_text
 
 DOC = ROOT / "docs" / "embedded_default_results.md"
 DOC_PNG = DOC.with_suffix(".png")
-DOC_LINK, PNG_LINK = "docs/embedded_default_results.md", "docs/embedded_default_results.png"  # from README.md
+DOC_LINK = "docs/embedded_default_results.md"  # from README.md
 README = ROOT / "README.md"
 FINDINGS = ROOT / "docs" / "findings_by_cpu.csv"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -80,9 +80,10 @@ def means_table(page: str) -> list[str]:
 
 
 def readme_block(page: str) -> str:
-    """What the README shows of a page: its findings (headings one level down), its picture (committed as
-    :data:`DOC_PNG`), its accuracy table of means and the run's wall time, linking the full page.  A page made
-    before the findings existed has no README block: regenerate it."""
+    """What the README shows of a page: its findings (headings one level down), its accuracy table of means and the
+    run's wall time, linking the full page.  Its picture (committed as :data:`DOC_PNG`) stands above the block, at
+    the top of the README, where a reader meets it first.  A page made before the findings existed has no README
+    block: regenerate it."""
     findings = section(page, FINDINGS_SECTION)
     if not findings.strip() or picture_of(page) is None:
         raise SystemExit(f"the page has no '{FINDINGS_SECTION}' section or no '{PICTURE_LINE.strip()}' record: it was "
@@ -90,8 +91,6 @@ def readme_block(page: str) -> str:
     wall = next((ln for ln in section(page, TIMING).splitlines() if ln.startswith(WALL_TIME)),
                 "The run's whole wall time is not on this page (it was not made by a timed run).")
     return "\n".join([findings.replace("## ", "### ", 1).rstrip(), *across_cpus(page), "",
-                      f"![Each adaptation's Avg. gap to its AR base in this run, beside the paper's gap]({PNG_LINK})",
-                      "",
                       "### " + ACCURACY[3:], "", *means_table(page), "",
                       f"{wall} Per-seed rows, every comparison line, the decoding sweeps, training losses, speeds and "
                       f"provenance: [{DOC_LINK}]({DOC_LINK})."]) + "\n"

@@ -140,14 +140,21 @@ TIMING = {"cores": 2, "git_commit": "0123456789abcdef", "idle_wall_s": 1976.4, "
           "second_invocation_nothing_to_do": True}
 
 
-def test_readme_block_is_the_findings_picture_means_and_wall_time():
+def test_the_readme_opens_with_the_picture():
+    """The page's picture within the README's first screen (about 300 words), with the plain sentence before it."""
+    readme = (ROOT / "README.md").read_text()
+    head = readme[:readme.index("](docs/embedded_default_results.png)")]
+    assert len(head.split()) < 300 and "**What the miniature found.**" in head
+
+
+def test_readme_block_is_the_findings_means_and_wall_time():
     mod = _update_script()
     page = build_summary(_spec(), _acc_rows(), pd.DataFrame(), pd.DataFrame(), fingerprint="f00",
                          picture=("summary.png", "ab" * 32))
     page = mod.add_wall_time(page, TIMING)
     block = mod.readme_block(page)
     assert block.startswith("### Findings\n") and section(page, "## Findings")[len("## Findings"):].strip() in block
-    assert "\n![" in block and "](docs/embedded_default_results.png)" in block
+    assert "![" not in block  # the picture stands at the top of the README (test_the_readme_opens_with_the_picture)
     means = [ln for ln in section(page, "## Accuracy (Tables 1 and 2)").splitlines() if ln.startswith("|")]
     per_seed = means[10:]  # the rows of the page's second table: per seed (5 rows of 3 seeds)
     assert len(means) == 2 + 6 + 2 + 5 and "| Avg. |" in means[0]
