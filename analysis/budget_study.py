@@ -139,7 +139,8 @@ def summarize(acc: pd.DataFrame, speed: pd.DataFrame, metrics: pd.DataFrame, ar:
             own = {r["column"]: (r["value"], r["ci_low"], r["ci_high"]) for r in accuracy}
             rows += _rows(base, "accuracy_speed", _column_values(g, columns, points["speed"]), own)
             tpf = _tokens_per_forward(g, points["speed"])
-            rows.append(dict(base, quantity="tokens_per_forward", column="all", value=tpf, seeds=g["train_seed"].nunique()))
+            rows.append(dict(base, quantity="tokens_per_forward", column="all", value=tpf,
+                             seeds=g["train_seed"].nunique()))
         s = speed[(speed["side"] == "snapshot") & speed["snapshot"].isin(g["snapshot"])]
         if len(s):
             v = s["speedup_vs_main_ar"].tolist()
@@ -179,7 +180,7 @@ def markdown(summary: pd.DataFrame, columns: dict, speed_threshold: float, prove
             "HumanEval gap", f"tokens / forward (t={speed_threshold:g})",
             f"Avg. change t=1.0 -> {speed_threshold:g}", "batch-1 speed / AR"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for key, s in summary.groupby(KEYS, sort=False):
+    for _key, s in summary.groupby(KEYS, sort=False):
         base = s.iloc[0]
         name = _label(base["model"], base["lever"], base["lever_value"])
         speed = s[s["quantity"] == "speedup_b1"]

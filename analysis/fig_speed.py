@@ -4,8 +4,22 @@ ratio measured here (absolute tokens/s of a tiny CPU model and of a 7B model on 
 from __future__ import annotations
 
 from . import paper_values as pv
-from .plotting import (PAPER_STYLE, _empty, _footer, _interval, _of_sweep, _paper, _repro_tick, _size_axis, _tps,
-                       _tps_range, _wrap, measured_on, plt, save)
+from .plotting import (
+    PAPER_STYLE,
+    _empty,
+    _footer,
+    _interval,
+    _of_sweep,
+    _paper,
+    _repro_tick,
+    _size_axis,
+    _tps,
+    _tps_range,
+    _wrap,
+    measured_on,
+    plt,
+    save,
+)
 from .results_io import lookup, select, to_bool
 
 
@@ -198,7 +212,8 @@ def fig_gpu_batch_throughput(thr, spec: dict, png, pdf) -> list[str]:
     """AR vs block diffusion by batch size, one panel per GPU type found in rows with device_type == 'cuda';
     returns the GPU names drawn (empty: the figure says there are no GPU results)."""
     thr = _of_sweep(thr, spec.get("sweep", "gpu_batch"))  # not the batch-1/4 rows of Figure 1's sweep
-    gpu = thr[thr["device_type"].astype(str) == "cuda"] if not thr.empty and "device_type" in thr.columns else thr.iloc[0:0]
+    gpu = (thr[thr["device_type"].astype(str) == "cuda"] if not thr.empty and "device_type" in thr.columns
+           else thr.iloc[0:0])
     names = list(dict.fromkeys(gpu["device_name"].astype(str))) if not gpu.empty else []
     paper = {v.row: v for v in pv.values_of("fig_gpu_batch")}
     if not names:  # one clear line, no axes (an empty frame would look like a broken plot)
@@ -226,7 +241,8 @@ def fig_gpu_batch_throughput(thr, spec: dict, png, pdf) -> list[str]:
             ax2.plot(common, [bd_b[b] / ar_b[b] for b in common], "k:", label="speed-up (reproduced)")
         key = next((k for k in paper if k.lower() in name.lower()), None)
         if key and paper[key].column.endswith("@bs64"):
-            ax2.scatter([64], [paper[key].value], label=f"paper: up to {paper[key].value}x ({key}, bs 64)", **PAPER_STYLE)
+            ax2.scatter([64], [paper[key].value], label=f"paper: up to {paper[key].value}x ({key}, bs 64)",
+                        **PAPER_STYLE)
         elif key:  # the paper names no batch size for this maximum: a level, not a point
             ax2.axhline(paper[key].value, color=PAPER_STYLE["color"], ls="--", lw=1,
                         label=f"paper: up to {paper[key].value}x ({key}, batch size not stated)")

@@ -2,8 +2,23 @@
 Figure 6 (sub-block size, sub-block cache on and off: accuracy, throughput)."""
 from __future__ import annotations
 
-from .plotting import (PAPER_STYLE, _empty, _finding, _footer, _interval, _paper, _repro_title, _size_axis,
-                       _threshold_tick, _tps, _tps_range, _wrap, measured_on, plt, save)
+from .plotting import (
+    PAPER_STYLE,
+    _empty,
+    _finding,
+    _footer,
+    _interval,
+    _paper,
+    _repro_title,
+    _size_axis,
+    _threshold_tick,
+    _tps,
+    _tps_range,
+    _wrap,
+    measured_on,
+    plt,
+    save,
+)
 from .results_io import lookup, to_bool
 
 

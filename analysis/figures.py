@@ -9,8 +9,14 @@ One module per group of figures: :mod:`.fig_speed` (Figures 1a, 1b, 5), :mod:`.f
 from __future__ import annotations
 
 from .fig_masks import MASK_COLORS, fig_attention_masks
-from .fig_speed import (NO_GPU_TEXT, batch_scaling, fig1a_throughput_vs_accuracy, fig1b_throughput_batch,
-                        fig_gpu_batch_throughput, speedup_pair)
+from .fig_speed import (
+    NO_GPU_TEXT,
+    batch_scaling,
+    fig1a_throughput_vs_accuracy,
+    fig1b_throughput_batch,
+    fig_gpu_batch_throughput,
+    speedup_pair,
+)
 from .fig_sweeps import fig_subblock_accuracy, fig_subblock_throughput, fig_threshold_gsm8k
 from .plotting import PAPER_STYLE, _tps, _tps_range, plt, save
 

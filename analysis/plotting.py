@@ -113,8 +113,8 @@ def _finding(figure: str, where_prefix: str):
 def _interval(acc, dec, spec, value):
     """(low, high) of the accuracy's 95% interval from the accuracy CSV's ci_low / ci_high columns (same units as
     ``value``), or None when the CSV has none or they do not bracket the value."""
-    sel = dict(model=spec["model"], task=spec["task"], metric=spec["metric"], **({"mode": spec["mode"]} if "mode" in spec
-                                                                              else {}))
+    sel = dict(model=spec["model"], task=spec["task"], metric=spec["metric"],
+               **({"mode": spec["mode"]} if "mode" in spec else {}))
     lo, _ = lookup(acc, "ci_low", dec, **sel)
     hi, _ = lookup(acc, "ci_high", dec, **sel)
     if lo is None or hi is None or not (lo - 1e-9 <= value <= hi + 1e-9):

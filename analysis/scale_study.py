@@ -218,8 +218,8 @@ def _bases_table(summary: pd.DataFrame) -> list[str]:
         cell = {}
         for col in GAP_COLUMNS:
             r = g[g["column"] == col]
-            cell[col] = (f"{float(r['value'].iloc[0]):.1f} ± {(float(r['ci_high'].iloc[0]) - float(r['ci_low'].iloc[0])) / 2:.1f}"
-                         if len(r) else "n/a")
+            cell[col] = (f"{float(r['value'].iloc[0]):.1f} ± "
+                         f"{(float(r['ci_high'].iloc[0]) - float(r['ci_low'].iloc[0])) / 2:.1f}" if len(r) else "n/a")
         lines.append(f"| {size} | {float(g['size_params'].iloc[0]) / 1e6:.2f}M | {cell['avg']} | {cell['gsm8k']} | "
                      f"{cell['humaneval_base']} |")
     return lines
@@ -243,7 +243,8 @@ def _main_table(summary: pd.DataFrame, threshold: float, labels: dict | None = N
             cells = [_name(labels, model), size, f"{float(r['size_params']) / 1e6:.2f}M",
                      f"{int(budget)}x ({float(r['tokens_per_param']):.2f})", B._fmt(r.get("passes"), 2),
                      _gap_cell(g, "avg"), _gap_cell(g, "gsm8k"), _gap_cell(g, "humaneval_base"),
-                     B._cell(g, "tokens_per_forward", "all", "value") or "-", B._cell(g, "accuracy_speed", "avg") or "-",
+                     B._cell(g, "tokens_per_forward", "all", "value") or "-",
+                     B._cell(g, "accuracy_speed", "avg") or "-",
                      f"{float(sp['value'].iloc[0]):.2f}x" if len(sp) else "n/a"]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -266,8 +267,8 @@ def _fit_table(fits: pd.DataFrame, labels: dict | None = None) -> list[str]:
     lines = ["| model | budget | gap to | column | sizes | points per decade of parameters (95%) | verdict |",
              "|---|---|---|---|---|---|---|"]
     for r in fits.itertuples():
-        lines.append(f"| {_name(labels, r.model)} | {r.budget}x | {GAPS[r.quantity]} | {r.column} | {r.sizes} | {r.slope:+.1f} "
-                     f"({r.slope_low:+.1f} to {r.slope_high:+.1f}) | {r.verdict} |")
+        lines.append(f"| {_name(labels, r.model)} | {r.budget}x | {GAPS[r.quantity]} | {r.column} | {r.sizes} "
+                     f"| {r.slope:+.1f} ({r.slope_low:+.1f} to {r.slope_high:+.1f}) | {r.verdict} |")
     return lines
 
 

@@ -167,7 +167,8 @@ def _provenance(spec: dict, frames: list[pd.DataFrame], fingerprint: str,
 
     out = [PROVENANCE, "",
            f"- commit: {values('git_commit')}",
-           f"- source fingerprint: {fingerprint or NA} (fastdllm_core.provenance.source_fingerprint of the code that ran)",
+           f"- source fingerprint: {fingerprint or NA} "
+           "(fastdllm_core.provenance.source_fingerprint of the code that ran)",
            f"- scale: {spec['scale']}",
            f"- CPU: {values('cpu')}; kernel path: {values('cpu_isa')} (MKL_CBWR={values('mkl_cbwr')})",
            f"- torch {values('torch_version')}, transformers {values('transformers_version')}, "

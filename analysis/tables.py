@@ -301,7 +301,8 @@ def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, 
         t.rows.append([case, str(r["turn"]), prompt, resp, answer,
                        str(r.get("generated_tokens", NA)), str(r.get("nfe", NA))])
     if "model" in cases.columns:
-        t.notes.append(f"Model under test: {model_label or cases['model'].iloc[0]}; decoding: block {cases['block_size'].iloc[0]}, "
+        t.notes.append(f"Model under test: {model_label or cases['model'].iloc[0]}; "
+                       f"decoding: block {cases['block_size'].iloc[0]}, "
                        f"sub-block {cases['sub_block_size'].iloc[0]}, threshold {cases['threshold'].iloc[0]}.")
     return t
 
@@ -316,8 +317,8 @@ def training_table(metrics: pd.DataFrame, scale: str) -> Table:
     for model, g in metrics.groupby("model", sort=False):
         last = g.iloc[-1]
         t.rows.append([str(model), str(last.get("recipe", "")), str(last.get("step", "")),
-                       fmt(float(last["loss"]), 4) if "loss" in last else NA,
-                       str(last.get("tokens_seen", NA)), fmt(float(last["tokens_per_s"]), 0) if "tokens_per_s" in last else NA])
+                       fmt(float(last["loss"]), 4) if "loss" in last else NA, str(last.get("tokens_seen", NA)),
+                       fmt(float(last["tokens_per_s"]), 0) if "tokens_per_s" in last else NA])
     t.notes.append(f"Tokens/s {measured_on(metrics)}.")
     return t
 

@@ -124,7 +124,8 @@ def ensure_mask_token(tokenizer, model=None, mask_token: str = MASK_TOKEN, allow
         try:
             tokenizer.add_tokens([AddedToken(mask_token, special=True, normalized=False)], special_tokens=True)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
-            raise ValueError(f"tokenizer {type(tokenizer).__name__} cannot take the mask token {mask_token!r}: {exc}") from exc
+            raise ValueError(f"tokenizer {type(tokenizer).__name__} cannot take the mask token {mask_token!r}: "
+                             f"{exc}") from exc
     mask_id = tokenizer.convert_tokens_to_ids(mask_token)
     encoded = tokenizer.encode(mask_token, add_special_tokens=False)
     if mask_id is None or encoded != [mask_id]:
@@ -136,7 +137,8 @@ def ensure_mask_token(tokenizer, model=None, mask_token: str = MASK_TOKEN, allow
         n_emb = model.get_input_embeddings().num_embeddings
         if mask_id >= n_emb:
             if not allow_resize:
-                raise ValueError(f"mask token id {mask_id} is outside the embedding table ({n_emb}) and resizing is off")
+                raise ValueError(f"mask token id {mask_id} is outside the embedding table ({n_emb}) "
+                                 "and resizing is off")
             log.warning("resizing embeddings %d -> %d for the mask token", n_emb, mask_id + 1)
             model.resize_token_embeddings(mask_id + 1, pad_to_multiple_of=64)
         model.config.mask_token_id = mask_id

@@ -315,7 +315,8 @@ def _normalised_source(path: Path) -> bytes:
         for node in ast.walk(tree):
             body = getattr(node, "body", None)
             if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                    and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                    and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
                 node.body = body[1:] or [ast.Pass()]
         return ast.dump(tree).encode()
     if path.suffix == ".yaml":

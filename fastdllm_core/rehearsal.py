@@ -69,7 +69,7 @@ def _write_jsonl(path: Path, rows) -> None:
 
 def _gsm8k(n: int, rng: random.Random) -> list[dict]:
     out = []
-    for i in range(n):
+    for _ in range(n):
         a, b = rng.randint(2, 9), rng.randint(2, 9)
         out.append({"question": f"Ann has {a} pens and buys {b} more. How many pens does she have?",
                     "answer": f"She has {a} + {b} = {a + b} pens.\n#### {a + b}"})

@@ -42,11 +42,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from analysis.findings import (FIELDS, cpu_of, differences, findings, marked, marks, rows, run_of,  # noqa: E402
-                               unmarked)
 from analysis.fig_findings import sha256_of  # noqa: E402
-from analysis.summary import (FINDINGS as FINDINGS_SECTION, PICTURE_LINE, TIMING, comparable_text,  # noqa: E402
-                              fingerprint_of, picture_of, section)
+from analysis.findings import (  # noqa: E402
+    FIELDS,
+    cpu_of,
+    differences,
+    findings,
+    marked,
+    marks,
+    rows,
+    run_of,
+    unmarked,
+)
+from analysis.summary import FINDINGS as FINDINGS_SECTION  # noqa: E402
+from analysis.summary import PICTURE_LINE, TIMING, comparable_text, fingerprint_of, picture_of, section  # noqa: E402
 from fastdllm_core.cpu_numerics import PINNED  # noqa: E402
 from fastdllm_core.provenance import atomic_path, source_fingerprint, write_text_atomic  # noqa: E402
 
@@ -126,7 +135,8 @@ def with_readme_block(readme: str, page: str) -> str:
 
 
 def add_wall_time(page: str, timing: dict) -> str:
-    line = (f"The whole embedded default (`bash scripts/time_embedded_default.sh {timing['cores']}`, a clean clone of commit "
+    line = (f"The whole embedded default (`bash scripts/time_embedded_default.sh {timing['cores']}`, "
+            "a clean clone of commit "
             f"{timing['git_commit'][:12]}, idle machine): {timing['idle_wall_s']:.0f} s wall on {timing['cores']} "
             f"cores ({timing['cpu']}); a second invocation had nothing to do: "
             f"{'yes' if timing['second_invocation_nothing_to_do'] else 'NO'}.")

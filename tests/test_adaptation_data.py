@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import smk
 
+from conftest import smk
 from fastdllm_core import rehearsal
 from fastdllm_core.training import adaptation_data as ad
 from fastdllm_core.training.data import check_row, to_messages
@@ -19,8 +19,8 @@ from fastdllm_core.training.data import check_row, to_messages
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
-import plan_points  # noqa: E402
 import plan_data  # noqa: E402
+import plan_points  # noqa: E402
 
 # rows in the dataset's own schema (dataset card / NeMo-Curator's tutorial): input, output, reasoning, ...
 ROW_ON = {"input": [{"role": "user", "content": "2+2?"}], "output": "<think>add</think>4", "reasoning": "on",

@@ -117,7 +117,8 @@ def test_gpu_figure_never_draws_cpu_rows(tmp_path, device_type, expected):
 
 def test_threshold_and_mask_figures_write_files(tmp_path):
     acc = pd.DataFrame([dict(model="bd", task="t", metric="acc", value=v, status="ok", mode="bd", block_size=32,
-                             sub_block_size=8, threshold=th, use_sub_block_cache=False) for th, v in ((0.9, 30), (1.0, 35))])
+                             sub_block_size=8, threshold=th, use_sub_block_cache=False)
+                        for th, v in ((0.9, 30), (1.0, 35))])
     thr = _thr("cpu")
     thr = pd.concat([thr, pd.DataFrame([dict(model="bd", mode="bd", batch_size=1, tokens_per_s=12.0, block_size=32,
                                              sub_block_size=8, threshold=1.0, use_sub_block_cache=False)])])

@@ -7,9 +7,18 @@ import json
 import pytest
 import torch
 
+from fastdllm_core.bench import (
+    COLUMNS,
+    ForcedAcceptance,
+    SweepConfig,
+    bd_generate,
+    forced_acceptance_forwards,
+    random_model,
+    run_sweep,
+    synthetic_prompts,
+    token_agreement,
+)
 from fastdllm_core.cli import bench as bench_cli
-from fastdllm_core.bench import (COLUMNS, ForcedAcceptance, SweepConfig, bd_generate, forced_acceptance_forwards,
-                                 random_model, run_sweep, synthetic_prompts, token_agreement)
 from fastdllm_core.provenance import META_COLUMNS, NOT_AVAILABLE
 
 
@@ -149,7 +158,8 @@ def test_axes_grid():
 def test_cli_errors_before_loading(tmp_path, capsys):
     rc = bench_cli.main(["--model", str(tmp_path / "missing"), "--out", str(tmp_path / "o.csv"), "--thresholds", "2"])
     assert rc == 2 and "threshold must be in (0, 1], got 2.0" in capsys.readouterr().err
-    rc = bench_cli.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"), "--prompts", str(tmp_path / "no.jsonl")])
+    rc = bench_cli.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"),
+                         "--prompts", str(tmp_path / "no.jsonl")])
     assert rc == 2 and "prompts file not found" in capsys.readouterr().err
     rc = bench_cli.main(["--model", "random:tiny", "--out", str(tmp_path / "o.csv"), "--sub-block-cache", "maybe"])
     assert rc == 2 and "'maybe'" in capsys.readouterr().err
@@ -167,7 +177,8 @@ def test_cli_end_to_end_with_chat_prompts(tmp_path, capsys):
     with open(out) as f:
         rows = list(csv.DictReader(f))
     assert [r["mode"] for r in rows] == ["ar", "bd"] and all(r["prompt_set"] == "p" for r in rows)
-    assert float(rows[1]["speedup_vs_hf"]) == pytest.approx(float(rows[1]["tokens_per_s"]) / float(rows[0]["tokens_per_s"]))
+    assert float(rows[1]["speedup_vs_hf"]) == pytest.approx(float(rows[1]["tokens_per_s"])
+                                                            / float(rows[0]["tokens_per_s"]))
     # chat template applied: the prompt is longer than the question
     assert float(rows[0]["prompt_len_mean"]) > (len("What is 2+2?") + len("Name a colour.")) / 2 + 15
 

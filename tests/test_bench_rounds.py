@@ -46,7 +46,8 @@ def test_rounds_alternate_the_order_and_keep_each_runs_fastest_round():
     assert (a1["tokens_per_s"], a1["round_kept"], a1["rounds"]) == (120.0, 1, 3)
     assert a1["tokens_per_s_rounds"] == "80.000;120.000;90.000"
     # the range spans every round's repeats: the slowest round's max, the fastest round's min
-    assert a1["wall_time_s_max"] == pytest.approx(50 / 80 * 1.1) and a1["wall_time_s_min"] == pytest.approx(50 / 120 * 0.9)
+    assert (a1["wall_time_s_max"] == pytest.approx(50 / 80 * 1.1)
+            and a1["wall_time_s_min"] == pytest.approx(50 / 120 * 0.9))
     assert (b0["tokens_per_s"], b0["round_kept"]) == (150.0, 2)
     assert rows[0]["round_kept"] == 0  # all equal: the first round
 

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import smk
 from safetensors.torch import load_file
+
+from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
 import plan_budget  # noqa: E402
-
 from analysis import budget_study as analysis  # noqa: E402
 
 
@@ -63,7 +63,8 @@ def test_a_batch_lever_keeps_the_tokens_and_changes_the_steps():
 
 @pytest.mark.parametrize("change, words", [
     (lambda s: s.update(levers=[{"name": "warmup", "value": 3}]), ["unknown lever 'warmup'", "lr"]),
-    (lambda s: s.update(levers=[{"name": "lr", "value": "fast"}]), ["chain bd_pad_cm.lr-fast.s0", "optim.lr must be a number"]),
+    (lambda s: s.update(levers=[{"name": "lr", "value": "fast"}]),
+     ["chain bd_pad_cm.lr-fast.s0", "optim.lr must be a number"]),
     (lambda s: s.update(levers=[{"name": "mask_init", "value": "noise"}]), ["model.mask_init must be one of"]),
     (lambda s: s.update(budgets=[1, 64]), ["bd_pad_cm.s0", "64x", "ceiling_minutes=75"]),
     (lambda s: s.update(models=["ar_base"]), ["'ar_base' is not a model adapted here"]),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]

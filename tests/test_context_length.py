@@ -149,8 +149,8 @@ def test_run_task_refuses_and_records_truncation(small, tmp_path):
 
 
 def test_bench_refuses_and_records_truncation(tmp_path, capsys):
-    from fastdllm_core.cli import bench
     from fastdllm_core.bench import SweepConfig, random_model, run_sweep
+    from fastdllm_core.cli import bench
 
     bm = random_model("tiny", seed=0)
     bm.model.config.max_position_embeddings = CTX

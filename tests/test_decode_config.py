@@ -5,8 +5,15 @@ import dataclasses
 
 import pytest
 
-from fastdllm_core.decode_config import (AR_SLUG, BLOCK_SIZE, MODE_FIELDS, ROW_DECODE_COLUMNS, SLUG_FIELDS,
-                                         DecodeConfig, parse_bool)
+from fastdllm_core.decode_config import (
+    AR_SLUG,
+    BLOCK_SIZE,
+    MODE_FIELDS,
+    ROW_DECODE_COLUMNS,
+    SLUG_FIELDS,
+    DecodeConfig,
+    parse_bool,
+)
 
 # every field set to a value other than its default
 VARIED = dict(block_size=16, sub_block_size=4, threshold=0.75, use_sub_block_cache=True, eos_rule="stop",
@@ -40,7 +47,8 @@ def test_slug_round_trip_is_byte_identical(slug):
 @pytest.mark.parametrize("slug", [
     "llada_g256_s256_b32_lc", "llada_g512_s512_b512_lc_ce", "llada_g256_s128_b8_rand_le", "llada_g64_s64_b64_lc_le_ce",
     "dream_g256_s256_entropy", "dream_g512_s512_origin", "dream_g16_s8_maskgit_plus_at0.5", "dream_g16_s8_topk_margin",
-    "v1_g256_s8_b32_t0.9_dual", "v1_g256_s8_b32_t0.9_prefix", "v1_g256_s8_b32_t0.9_none", "v1_g256_s256_b32_tnone_prefix",
+    "v1_g256_s8_b32_t0.9_dual", "v1_g256_s8_b32_t0.9_prefix", "v1_g256_s8_b32_t0.9_none",
+    "v1_g256_s256_b32_tnone_prefix",
     "v1_g64_s2_b32_t1_dual"])
 def test_masked_diffusion_slugs_round_trip(slug):
     mode = DecodeConfig.slug_mode(slug)

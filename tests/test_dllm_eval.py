@@ -14,7 +14,6 @@ from fastdllm_core.evaluation import run_task
 from fastdllm_core.loading import load_model
 from fastdllm_core.modeling import dream, llada
 
-
 pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
 

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import tiny_eval_setup
 from fastdllm_core import synthetic
 from fastdllm_core.decoding import DecodeConfig
 from fastdllm_core.evaluation import run_task
-
-from conftest import tiny_eval_setup
-
 
 pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 

@@ -7,11 +7,10 @@ import csv
 import pytest
 import torch
 
+from conftest import tiny_eval_setup
 from fastdllm_core.decoding import DecodeConfig
 from fastdllm_core.evaluation import run_task
 from fastdllm_core.evaluation.finite import LogitWatch, failed_rows, nonfinite_weights
-
-from conftest import tiny_eval_setup
 
 pytestmark = pytest.mark.usefixtures("hub_offline")
 DEC = DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=8)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import tiny_eval_setup
 from fastdllm_core.decoding import DecodeConfig
 from fastdllm_core.evaluation import run_task
-
-from conftest import tiny_eval_setup
 from fastdllm_core.evaluation.shards import merge_shards
 
 DECODE = DecodeConfig(block_size=8, sub_block_size=4, max_new_tokens=8)
@@ -274,8 +273,9 @@ def test_a_local_gpqa_file_is_the_split_lm_eval_evaluates(tmp_path):
     from fastdllm_core.evaluation.tasks import build_lm_eval_tasks
 
     f = tmp_path / "gpqa_main.jsonl"
-    f.write_text("".join(json.dumps({"Question": f"q{i}", "Correct Answer": f"right {i}", "Incorrect Answer 1": f"a {i}",
-                                     "Incorrect Answer 2": f"b {i}", "Incorrect Answer 3": f"c {i}"}) + "\n"
+    f.write_text("".join(json.dumps({"Question": f"q{i}", "Correct Answer": f"right {i}",
+                                     "Incorrect Answer 1": f"a {i}", "Incorrect Answer 2": f"b {i}",
+                                     "Incorrect Answer 3": f"c {i}"}) + "\n"
                          for i in range(9)))
     specs, info = build_lm_eval_tasks("gpqa", f)
     (task,) = _leaves(get_task_dict(specs, info["task_manager"])).values()

@@ -9,9 +9,7 @@ import pytest
 import torch
 
 from fastdllm_core import synthetic
-from fastdllm_core.evaluation import TASKS, TaskUnavailable, run_task
-from fastdllm_core.evaluation import codeeval
-
+from fastdllm_core.evaluation import TASKS, TaskUnavailable, codeeval, run_task
 
 pytestmark = pytest.mark.usefixtures("hub_offline")  # conftest: the Hub and datasets offline
 
@@ -191,7 +189,8 @@ def test_max_new_tokens_task_uses_each_requests_own_length(tiny_loaded):
     # "task": the request's max_gen_toks (lm-eval's alias priority), else lm-eval's default 256
     lm = FastDLLMv2(model=tiny_loaded, block_size=4, sub_block_size=2, max_new_tokens="task", batch_size=2)
     assert lm.task_lengths and lm.model_info["max_new_tokens"] == "task"
-    out = lm.generate_until([_Req("abc", {"until": [], "max_gen_toks": 6}), _Req("x", {"until": [], "max_gen_toks": 6})],
+    out = lm.generate_until([_Req("abc", {"until": [], "max_gen_toks": 6}),
+                             _Req("x", {"until": [], "max_gen_toks": 6})],
                             disable_tqdm=True)
     assert len(out) == 2 and lm.used_max_new_tokens == {6} and lm.requested_max_gen_toks == {6}
     assert all(n <= 6 for st in lm.gen_stats for n in st.generated_tokens)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from gpu_results_checks import assert_plot_draws, assert_rows_name_gpu_and_measure_energy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from gpu_results_checks import assert_plot_draws, assert_rows_name_gpu_and_measure_energy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,8 @@ def _table_row(shape: str, batch: int) -> str:
     ms = [1e3 * v("bd", p, "time_per_forward_s") for p in ("eager", "static")]
     roof = [100 * v(m, "static", "fraction_of_roofline") for m in ("ar", "bd")]
     cells = [shape.upper(), str(batch)] + [f"{tps[k]:.1f}" for k in paths]
-    cells += [f"{bds / bde:.2f}x", f"{bds / ars:.2f}x", f"{ms[0]:.1f} / {ms[1]:.1f}", f"{roof[0]:.1f}% / {roof[1]:.1f}%",
+    cells += [f"{bds / bde:.2f}x", f"{bds / ars:.2f}x", f"{ms[0]:.1f} / {ms[1]:.1f}",
+              f"{roof[0]:.1f}% / {roof[1]:.1f}%",
               " / ".join(f"{v(m, p, 'joules_per_token'):.2f}" for m, p in paths)]
     return "| " + " | ".join(cells) + " |"
 

@@ -23,6 +23,7 @@ from conftest import smk
 from fake_hub import COMMIT, FakeHub, gsm8k_files
 from test_rehearsal import ROOT, rehearsal_config
 
+# isort: split
 import plan_points  # noqa: E402 (workflow/lib, on the path through test_rehearsal)
 
 REPO = "openai/gsm8k"

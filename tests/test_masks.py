@@ -1,8 +1,14 @@
 import pytest
 import torch
 
-from fastdllm_core.masks import (dense_mask, dense_mask_for, inference_mask_mod, inference_spec,
-                                 training_mask_mod, training_spec)
+from fastdllm_core.masks import (
+    dense_mask,
+    dense_mask_for,
+    inference_mask_mod,
+    inference_spec,
+    training_mask_mod,
+    training_spec,
+)
 
 
 def paper_training_mask(L, D):
@@ -88,7 +94,8 @@ def test_flex_equals_dense_cuda():  # pragma: no cover - GPU only
     L, D, H, d = 256, 32, 4, 64
     q, k, v = (torch.randn(2, H, 2 * L, d, device="cuda") for _ in range(3))
     spec = training_spec(L, D)
-    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=dense_mask_for(spec, 2 * L, 2 * L, "cuda"))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v,
+                                                           attn_mask=dense_mask_for(spec, 2 * L, 2 * L, "cuda"))
     out = torch.compile(flex_attention)(q, k, v, block_mask=create_block_mask(spec.mask_mod(), None, None, 2 * L, 2 * L,
                                                                              device="cuda"))
     torch.testing.assert_close(out, ref, atol=2e-3, rtol=2e-3)

@@ -14,7 +14,8 @@ import pytest
 from fastdllm_core.evaluation.task_common import encode_pair
 
 ROOT = Path(__file__).resolve().parents[1]
-GGUF = Path(os.environ.get("FASTDLLM_QWEN_GGUF", Path.home() / ".cache/fastdllm/models/qwen2.5-coder-0.5b-instruct.gguf"))
+GGUF = Path(os.environ.get("FASTDLLM_QWEN_GGUF",
+                           Path.home() / ".cache/fastdllm/models/qwen2.5-coder-0.5b-instruct.gguf"))
 QUESTION = "Which is even?\nA. 3\nB. 4\nC. 5\nD. 7\nAnswer:"
 
 pytestmark = pytest.mark.usefixtures("hub_offline")

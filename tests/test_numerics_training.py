@@ -7,7 +7,8 @@ as the embedded default's (BPE of 768, ``mask_init: zero``, the AR base's shape,
 sequences of 4 blocks and 4 optimiser steps of 4 micro-batches (gradient accumulation), one torch thread (the
 DAG's CPU thread policy).  Each case runs the real ``fastdllm_core.training.loop.train`` and pins, per recipe:
 
-* exactly: the config train() resolved (``TrainConfig.to_dict()``: the defaults merged in), the training file's sha256, the tokenizer (vocab,
+* exactly: the config train() resolved (``TrainConfig.to_dict()``: the defaults merged in), the training file's
+  sha256, the tokenizer (vocab,
   merges, added tokens), the [MASK] id, the packed dataset, the initial weights (sha256 of a random init; the
   [MASK] row's largest absolute value), and per step the sha256 of the batch (input ids and labels of every
   micro-batch, as ``step_views`` hands them to the loop), of the noise masks, and the number of supervised tokens;
@@ -109,7 +110,8 @@ class Chain:
             final = T.train(copy.deepcopy(cfg), out_dir, progress=False)
         o = cfg["optim"]
         assert len(cap["steps"]) == o["max_steps"], (
-            f"train() called fastdllm_core.training.loop.step_views {len(cap['steps'])} times for {o['max_steps']} steps: "
+            f"train() called fastdllm_core.training.loop.step_views {len(cap['steps'])} times "
+            f"for {o['max_steps']} steps: "
             "the capture of this test no longer matches the training loop")
         rows = read_metrics(out_dir)
         assert [r["step"] for r in rows] == list(range(1, o["max_steps"] + 1))

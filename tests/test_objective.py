@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from conftest import make_tiny
+from fastdllm_core.decoding.forwards import _CachedEngine
 from fastdllm_core.training import objective as obj
 from fastdllm_core.training.data import IGNORE
-from fastdllm_core.decoding.forwards import _CachedEngine
 
 MASK = 3
 

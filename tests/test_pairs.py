@@ -11,8 +11,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import pairs  # noqa: E402
-import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
+import plan_points  # noqa: E402
 import report_specs  # noqa: E402
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -104,7 +104,8 @@ def test_departures_reach_table1_and_figure1_notes():
     text = "\n".join(table.notes)
     for lab in ("LLaDA-8B-Instruct", "LLaDA-1.5", "Dream-v0-Instruct-7B"):
         assert f"{lab} departs from its authors' evaluation: " in text
-    assert "mmlu_generative" in text and "computed exactly\n" not in text and "against 32 Monte Carlo samples there" in text
+    assert ("mmlu_generative" in text and "computed exactly\n" not in text
+            and "against 32 Monte Carlo samples there" in text)
     notes = report_specs.fig1_notes(cfg, plan_points.fig1a_models(cfg))
     assert len(notes) == 1 and notes[0].startswith("Fast-dLLM v1 points: ") and "Dream-v0-Base-7B" in notes[0]
     assert report_specs.fig1_notes(load("config.yaml"), ["ar_base"]) == []

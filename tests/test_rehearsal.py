@@ -18,14 +18,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
 from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
-from analysis.results_io import load_csv  # noqa: E402
 import plan  # noqa: E402
 import report_specs  # noqa: E402
+from analysis.results_io import load_csv  # noqa: E402
 
 OUTPUTS = {"tables": ["table1_main", "table2_recipe_ablation", "table3_subblock_size", "table4_block_size_mismatch",
                       "table5_case_single_turn", "table6_case_multi_turn"],
@@ -242,8 +243,8 @@ def online_env(tmp_path: Path, hub_url: str) -> dict:
 
 @pytest.mark.slow
 def test_rehearsal_runs_the_paper_dag_offline_on_two_cores(tmp_path):
-    """The one command of the docs/paper_scale.md's "Rehearsal": every table and figure of paper_figures from stand-ins, on 2
-    CPU cores, labelled as a rehearsal; n/a cells name the config key; Table 1's differences pair each model with
+    """The one command of the docs/paper_scale.md's "Rehearsal": every table and figure of paper_figures from stand-ins,
+    on 2 CPU cores, labelled as a rehearsal; n/a cells name the config key; Table 1's differences pair each model with
     its own-size baseline.  One model (llama3.2_1b, a Table 1 row and a Figure 1 baseline) is pointed at its gated
     Hub id, the Hub replaced by tests/fake_hub.py (the real client stack refused over HTTP): its rows and points
     read n/a naming the repository and HF_TOKEN, and paper_figures still builds everything (issue 39, item 5).

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+
 from conftest import smk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +21,6 @@ import plan  # noqa: E402
 import plan_points  # noqa: E402
 import report_inputs  # noqa: E402
 import report_rules  # noqa: E402
-
 from analysis.results_io import load_csv, load_csvs, load_throughput  # noqa: E402
 from fastdllm_core.decode_config import DecodeConfig  # noqa: E402
 from fastdllm_core.provenance import write_csv_atomic  # noqa: E402

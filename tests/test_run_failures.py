@@ -236,7 +236,7 @@ def _after_steps(proc, run: Path, n: int):
 
 
 def test_a_second_ctrl_c_during_the_steps_stops_at_once():
-    from fastdllm_core.training.stopping import StopRequested, Stopper
+    from fastdllm_core.training.stopping import Stopper, StopRequested
 
     s = Stopper(True, env={}, deadline=False)
     try:

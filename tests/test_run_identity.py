@@ -11,8 +11,14 @@ from safetensors.torch import load_file
 from fastdllm_core.cli.train import main as train_cli
 from fastdllm_core.training.config import TrainConfig
 from fastdllm_core.training.loop import train
-from fastdllm_core.training.run_identity import (ConfigChanged, changes, config_identity, init_digest,
-                                                 run_identity, start_over_if_changed)
+from fastdllm_core.training.run_identity import (
+    ConfigChanged,
+    changes,
+    config_identity,
+    init_digest,
+    run_identity,
+    start_over_if_changed,
+)
 
 
 def cfg(data_file, recipe="bd_pad_cm", schedule="constant", **optim):

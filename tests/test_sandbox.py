@@ -79,7 +79,8 @@ def _hostile(out: Path, home: Path, sock: Path, pty: str) -> dict[str, str]:
                       f"        except BaseException:\n            pass\n" + ret),
         "alloc_50GB": f"def {EP}(x):\n    b = bytearray(50 * 2 ** 30)\n" + ret,
         "infinite_loop": f"def {EP}(x):\n    while True:\n        pass\n",
-        "stubborn_loop": (f"def {EP}(x):\n    while True:\n        try:\n            while True:\n                pass\n"
+        "stubborn_loop": (f"def {EP}(x):\n    while True:\n        try:\n"
+                          "            while True:\n                pass\n"
                           f"        except BaseException:\n            pass\n"),
         "write_home": f"import io\ndef {EP}(x):\n    io.open('{home}/pwned', 'w').write('x')\n" + ret,
         "leave_session_and_sleep": (f"import ctypes, os, time\ndef {EP}(x):\n    os.setsid()\n"

@@ -93,7 +93,8 @@ def test_float_answers_within_atol_pass_and_outside_fail():
 def test_find_zero_oracle():
     """HumanEval/32: |poly(xs, x)| <= atol on the scorer's own copy of the inputs."""
     code = ("def find_zero(xs):\n    lo, hi = -100.0, 100.0\n"
-            "    p = lambda x: sum(c * x ** i for i, c in enumerate(xs))\n    for _ in range(200):\n        mid = (lo + hi) / 2\n"
+            "    p = lambda x: sum(c * x ** i for i, c in enumerate(xs))\n    for _ in range(200):\n"
+            "        mid = (lo + hi) / 2\n"
             "        if (p(lo) > 0) == (p(mid) > 0):\n            lo = mid\n        else:\n            hi = mid\n"
             "    return lo\n")
     inputs = [[[1.0, 2.0]], [[-6.0, 11.0, -6.0, 1.0]]]

@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
 import plan_scale  # noqa: E402
-
 from analysis import scale_study as analysis  # noqa: E402
 from analysis.results_io import load_csvs  # noqa: E402
 
@@ -204,7 +203,8 @@ def test_summary_gaps_are_to_each_sizes_own_base_and_the_fit_follows():
     gap = s[(s["quantity"] == "accuracy")].set_index(["size", "column"])
     assert gap.loc[("a", "gsm8k"), "difference"] == pytest.approx(-30.0)  # against base a (60), not b
     assert gap.loc[("b", "gsm8k"), "difference"] == pytest.approx(-8.0)
-    assert gap.loc[("a", "gsm8k"), "verdict"] == "below" and gap.loc[("b", "humaneval_base"), "verdict"] == "within noise"
+    assert (gap.loc[("a", "gsm8k"), "verdict"] == "below"
+            and gap.loc[("b", "humaneval_base"), "verdict"] == "within noise")
     base = s[s["quantity"] == "base"].set_index(["size", "column"])
     assert base.loc[("b", "avg"), "value"] == pytest.approx(80.0)
     fits = analysis.fit(s).set_index("column")

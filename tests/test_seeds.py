@@ -13,8 +13,8 @@ from fastdllm_core.intervals import seed_interval, wilson_pct
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import plan  # noqa: E402
-import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
+import plan_points  # noqa: E402
 
 
 def load(name):

@@ -8,12 +8,18 @@ import pytest
 import torch
 
 from conftest import make_tiny
-# the decoder tests' configurations (here with and without the sub-block cache), prompts and token ids
-from test_decoding import CONFIGS, EOS, MASK, prompts
 from fastdllm_core.bench import ForcedAcceptance, forced_acceptance_forwards
 from fastdllm_core.decoding import DecodeConfig, ar_generate, bd_generate
-from fastdllm_core.decoding.static import (StaticForwards, capacity, last_compile_scope, static_forwards,
-                                           static_unsupported)
+from fastdllm_core.decoding.static import (
+    StaticForwards,
+    capacity,
+    last_compile_scope,
+    static_forwards,
+    static_unsupported,
+)
+
+# the decoder tests' configurations (here with and without the sub-block cache), prompts and token ids
+from test_decoding import CONFIGS, EOS, MASK, prompts
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +133,8 @@ def test_capacity_is_a_power_of_two_in_whole_blocks():
 def test_a_model_the_static_path_cannot_serve_falls_back_to_eager_with_a_log_line(tiny64, monkeypatch, caplog):
     assert "flex_attention" in static_unsupported(make_tiny(attn="flex_attention", dtype=torch.float32))
     assert static_unsupported(tiny64) is None
-    from fastdllm_core.decoding import ar as ar_mod, block_diffusion
+    from fastdllm_core.decoding import ar as ar_mod
+    from fastdllm_core.decoding import block_diffusion
 
     why = "attention implementation 'flex_attention' (test)"
     monkeypatch.setattr(block_diffusion, "static_unsupported", lambda m: why)

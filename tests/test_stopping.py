@@ -16,8 +16,14 @@ import yaml
 from safetensors.torch import load_file
 
 from fastdllm_core.training import loop
-from fastdllm_core.training.stopping import (DEADLINE_VAR, EXIT_INTERRUPTED, Stopper, TrainingInterrupted,
-                                             job_deadline, slurm_time_left)
+from fastdllm_core.training.stopping import (
+    DEADLINE_VAR,
+    EXIT_INTERRUPTED,
+    Stopper,
+    TrainingInterrupted,
+    job_deadline,
+    slurm_time_left,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

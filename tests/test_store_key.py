@@ -111,7 +111,7 @@ def test_the_main_process_computes_the_key_once_and_the_others_receive_it(tmp_pa
     procs = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, *args], env=dict(env, RANK=str(r)), cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
     keys = [next(line for line in out.splitlines() if line.startswith("KEY")) for out, _ in outs]
     assert keys[0] == keys[1] and keys[0].split()[1] == sk.store_key([sft], __import__(

@@ -138,7 +138,8 @@ def test_the_footprint_script_measures_what_the_doc_states(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "fp.csv"
-    r = subprocess.run([sys.executable, "scripts/cluster/store_footprint.py", "--tokens", "2e4", "8e4", "--out", str(out)],
+    r = subprocess.run([sys.executable, "scripts/cluster/store_footprint.py", "--tokens", "2e4", "8e4",
+                        "--out", str(out)],
                        cwd=root, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = list(csv.DictReader(open(out)))

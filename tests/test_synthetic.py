@@ -134,7 +134,8 @@ def test_ifeval_checkers_accept_the_reference_and_reject_violations(suite):
     assert instruct.score(c, "3 - 4 - 5")["inst_level_strict_acc"] == [True, False]
     assert instruct.score(c, "3, 5, 4")["inst_level_strict_acc"] == [False, True]
     b = [["numbers", [7, 7]], ["format", "brackets", 2]]
-    assert instruct.score(b, "[7] [7]")["prompt_level_strict_acc"] and not instruct.score(b, "[7] 7")["inst_level_strict_acc"][1]
+    assert (instruct.score(b, "[7] [7]")["prompt_level_strict_acc"]
+            and not instruct.score(b, "[7] 7")["inst_level_strict_acc"][1])
     u = [["numbers", [9, 2, 1]], ["format", "bullets", 3]]
     assert instruct.score(u, "* 9\n* 2\n* 1")["prompt_level_strict_acc"]
     assert instruct.score(u, "* 9 * 2 * 1")["inst_level_strict_acc"] == [True, False]

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from fastdllm_core.bench import telemetry
-from fastdllm_core.provenance import NOT_AVAILABLE
 from fastdllm_core.bench.telemetry import NvmlSampler, parse_visible_devices, resolve_nvml_index
+from fastdllm_core.provenance import NOT_AVAILABLE
 
 
 class FakeClock:
@@ -88,7 +88,8 @@ def test_mapping_cuda_visible_devices_index_and_uuid():
     assert resolve_nvml_index(0, nvml=nv, env={"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}) == (1, "CUDA_VISIBLE_DEVICES_uuid")
     assert resolve_nvml_index(1, nvml=nv, env={**pci}) == (1, "cuda_index_index")
     # torch's UUID (without the GPU- prefix) wins over everything else
-    assert resolve_nvml_index(0, nvml=nv, env={"CUDA_VISIBLE_DEVICES": "0"}, torch_uuid="bbbb-1111") == (1, "torch_uuid")
+    assert (resolve_nvml_index(0, nvml=nv, env={"CUDA_VISIBLE_DEVICES": "0"}, torch_uuid="bbbb-1111")
+            == (1, "torch_uuid"))
 
 
 def test_mapping_errors_name_the_entry():

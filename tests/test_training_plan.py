@@ -13,8 +13,17 @@ import yaml
 
 from fastdllm_core.cli import plan_training as cli
 from fastdllm_core.training.config import TrainConfig
-from fastdllm_core.training.memory import (HEADROOM, PUBLISHED_CONFIGS, Arch, activation_bytes, choose_engine,
-                                           memory, model_config, n_params, plan_training)
+from fastdllm_core.training.memory import (
+    HEADROOM,
+    PUBLISHED_CONFIGS,
+    Arch,
+    activation_bytes,
+    choose_engine,
+    memory,
+    model_config,
+    n_params,
+    plan_training,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
@@ -156,8 +165,8 @@ def test_cli_on_the_paper_config(capsys):
     assert rc == 0 and "64 GPUs of 80 GB on 8 node(s)" in out
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
     assert set(rows) == {"model", "nemo_ft_1.5b", "bd_naive_1.5b", "bd_pad_1.5b", "bd_pad_cm_1.5b", "nemo_ft_7b"}
-    assert "| 7.62B | 1.31B | 2500 x 256 | 4 x 64 x 1 |" in rows["nemo_ft_7b"] and "| fsdp | yes | 12.0 | 768 |" in rows[
-        "nemo_ft_7b"]
+    assert ("| 7.62B | 1.31B | 2500 x 256 | 4 x 64 x 1 |" in rows["nemo_ft_7b"]
+            and "| fsdp | yes | 12.0 | 768 |" in rows["nemo_ft_7b"])
     # the 1.5B recipe: DDP needs 74.8 GB a GPU (the fp32 logits of 8 x 2048 rows of 152k, DDP's buckets): FSDP
     assert "| 74.8 | 43.1 | fsdp | yes | 8.0 | 512 |" in rows["bd_pad_cm_1.5b"]
     rc = cli.main(["--configfile", str(ROOT / "config" / "paper.yaml"), "--include-released", "--gpus", "8",
@@ -175,7 +184,8 @@ def test_cli_refuses_naming_the_model_and_the_numbers(capsys):
     assert "models.nemo_ft_7b does not fit: DDP on 64 GPU(s) of 80 GB: 7.62B parameters need" in err
     assert "models.nemo_ft_1.5b" not in err  # the first model is the 7B's (the 1.5B NTP run fits under DDP)
     assert cli.main(["--configfile", paper, "--gpus", "48"]) == 2
-    assert "models.nemo_ft_1.5b: global batch 256 is not a multiple of micro batch 4 x 48 GPUs" in capsys.readouterr().err
+    assert ("models.nemo_ft_1.5b: global batch 256 is not a multiple of micro batch 4 x 48 GPUs"
+            in capsys.readouterr().err)
     assert cli.main(["--configfile", "nope.yaml"]) == 2
     assert "--configfile nope.yaml: file not found" in capsys.readouterr().err
 

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import smk
 
+from conftest import smk
 from fastdllm_core.decode_config import DecodeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 import jobs  # noqa: E402
 import plan  # noqa: E402
-import plan_points  # noqa: E402
 import plan_checks  # noqa: E402
+import plan_points  # noqa: E402
 import plan_summaries  # noqa: E402
 
 
@@ -139,9 +139,10 @@ def test_changing_one_decoding_parameter_touches_only_its_jobs():
     changed = {k for k in ev0.keys() | ev1.keys() if ev0.get(k) != ev1.get(k)}
     assert changed == {(cfg["roles"]["main_bd"], cfg["columns"]["gsm8k"]["task"])}
     assert {k for k in sw0 if sw0[k] != sw1[k]} == {"threshold"}
-    assert DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields() == {"block_size": 32, "sub_block_size": 8, "threshold": 0.9,
-                                                   "use_sub_block_cache": True, "eos_rule": "fill_block"}
-    assert plan_points.point_name("bd", DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields()) == "bd_b32_s8_t0.9_c1"
+    assert DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields() == {
+        "block_size": 32, "sub_block_size": 8, "threshold": 0.9, "use_sub_block_cache": True, "eos_rule": "fill_block"}
+    assert (plan_points.point_name("bd", DecodeConfig.from_slug("bd_b32_s8_t0.9_c1").point_fields())
+            == "bd_b32_s8_t0.9_c1")
 
 
 def paper_config():
@@ -193,10 +194,12 @@ def test_paper_scale_compares_like_with_like():
     ev = plan_points.evaluations(cfg)
     base = plan_points.base_decode(cfg)
     t3 = {plan_points.point_name("bd", dict(base, sub_block_size=s)) for s in cfg["tables"]["table3"]["sub_blocks"]}
-    t4 = {plan_points.point_name("bd", dict(base, block_size=b, sub_block_size=b)) for b in cfg["tables"]["table4"]["block_sizes"]}
+    t4 = {plan_points.point_name("bd", dict(base, block_size=b, sub_block_size=b))
+          for b in cfg["tables"]["table4"]["block_sizes"]}
     for task in ("gsm8k", "humaneval"):
         assert t3 | t4 <= set(ev[("fastdllm_v2_1.5b", task)])  # Tables 3, 4 on the 1.5B model ...
-        assert not (t3 | t4) - {plan_points.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])  # ... not the 7B
+        # ... not the 7B
+        assert not (t3 | t4) - {plan_points.point_name("bd", base)} & set(ev[("fastdllm_v2_7b", task)])
     sw = plan_points.bench_sweeps(cfg)
     assert {x["model"] for x in sw["subblock"]} == {"fastdllm_v2_1.5b"}  # Figure 6
     assert {x["model"] for x in sw["threshold"]} == {"fastdllm_v2_7b"}

@@ -49,7 +49,8 @@ class ForcedAcceptance:
         masked = (tgt_tok == self.mask_id) & valid[None]
         forced = masked & (masked.cumsum(dim=1) <= self.k)
         logits.zero_()
-        logits[..., self.filler] = torch.where(forced, torch.tensor(self.high, dtype=logits.dtype, device=logits.device),
+        logits[..., self.filler] = torch.where(forced,
+                                               torch.tensor(self.high, dtype=logits.dtype, device=logits.device),
                                                torch.tensor(self.low, dtype=logits.dtype, device=logits.device))
         return output
 

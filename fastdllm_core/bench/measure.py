@@ -10,8 +10,8 @@ from ..decode_config import STATIC_PATHS
 from ..decoding.ar import ar_generation_summary
 from ..hostload import HostLoad, warn_if_busy
 from ..provenance import NOT_AVAILABLE
-from .hooks import forced_acceptance_forwards
 from .batches import Runner
+from .hooks import forced_acceptance_forwards
 from .telemetry import NvmlSampler, per_token
 
 

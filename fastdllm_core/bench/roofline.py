@@ -28,8 +28,8 @@ import time
 
 import torch
 
-from ..provenance import NOT_AVAILABLE
 from ..intervals import finite_float
+from ..provenance import NOT_AVAILABLE
 
 # Vendor peak HBM bandwidths (GB/s, 1e9 bytes/s) by a substring of the CUDA device name; most specific first.
 SPEC_BANDWIDTH_GBS = [
@@ -140,8 +140,8 @@ def roofline_rows(bench_rows: list[dict], traffic: dict, config, bandwidth_gbs: 
 
 def model_for_traffic(source: str, dtype: str):
     """A model skeleton for counting bytes: built on the meta device (no memory) except tiny/local configs."""
-    from .models import random_model
     from ..loading import load_config
+    from .models import random_model
 
     if source.startswith("random:"):
         return random_model(source.split(":", 1)[1], device="meta", dtype=dtype).model

@@ -55,11 +55,11 @@ from ..decode_config import DecodeConfig
 from ..decoding import check_family, fit_context, model_context
 from ..prompts import batch_of, synthetic_prompts
 from ..provenance import run_metadata, write_csv_atomic
+from .batches import Runner
 from .grid import SweepConfig, plan_runs
 from .measure import measure
 from .models import BenchModel, load_bench_model
 from .rows import COLUMNS, add_speedups, common_fields
-from .batches import Runner
 
 
 def model_synthetic_prompts(bm: BenchModel, n: int, length: int, seed: int) -> list[list[int]]:

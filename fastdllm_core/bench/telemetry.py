@@ -106,7 +106,8 @@ def resolve_nvml_index(cuda_index: int = 0, *, nvml, env: dict | None = None,
         entry, how = str(cuda_index), "cuda_index"
     else:
         if cuda_index >= len(visible):
-            raise ValueError(f"cuda:{cuda_index} is not visible: CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}")
+            raise ValueError(f"cuda:{cuda_index} is not visible: "
+                             f"CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}")
         entry, how = visible[cuda_index], "CUDA_VISIBLE_DEVICES"
     if entry.upper().startswith("MIG-"):
         raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r} is a MIG instance: NVML power and energy are "

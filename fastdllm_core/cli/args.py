@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from ..decode_config import (ALGS, AR_BASELINES, BLOCK_SIZE, CACHES, DECODE_PATHS, EOS_RULES, MODES,
-                             REMASKING, SUB_BLOCK_SIZE, DecodeConfig, parse_bool)
+from ..decode_config import (
+    ALGS,
+    AR_BASELINES,
+    BLOCK_SIZE,
+    CACHES,
+    DECODE_PATHS,
+    EOS_RULES,
+    MODES,
+    REMASKING,
+    SUB_BLOCK_SIZE,
+    DecodeConfig,
+    parse_bool,
+)
 
 AR_BASELINE_HELP = ("AR baseline: hf (dynamic cache), hf_static (HF static cache + torch.compile on CUDA), static "
                     "(this project's static cache, its one-token forward captured as a CUDA graph on a GPU) or "

@@ -46,7 +46,8 @@ def _add_grid_args(g) -> None:
     g.add_argument("--sub-block-cache", nargs="+", default=["off", "on"], help="on, off or both")
     g.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 32, 64])
     g.add_argument("--grid", choices=["cross", "axes"], default="axes",
-                   help="axes (default): vary one factor at a time around the base configuration; cross: all combinations")
+                   help="axes (default): vary one factor at a time around the base configuration; "
+                        "cross: all combinations")
     g.add_argument("--base-threshold", type=float, default=0.9)
     g.add_argument("--base-sub-block-size", type=int, default=SUB_BLOCK_SIZE)
     g.add_argument("--base-cache", choices=["off", "on"], default="off")

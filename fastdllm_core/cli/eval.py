@@ -35,9 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args, decode):
     """Check, lock --out-dir, load the model and score it (the rows)."""
+    from ..evaluation.runner import _check_args, check_data, run_task
     from ..loading import load_model
     from ..provenance import out_dir_lock
-    from ..evaluation.runner import _check_args, check_data, run_task
 
     with contextlib.ExitStack() as stack:
         _check_args(args.task, args.mode, args.prompt_style, args.batch_size, args.limit)

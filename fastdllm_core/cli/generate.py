@@ -2,7 +2,7 @@
 on LLaDA / Dream checkpoints, a masked-diffusion sampler (``--mode llada | dream | v1``).
 
     fastdllm generate --model DIR|HUB_ID|FILE.gguf --prompt "text" [--mode bd|ar] [decoding options] [--json]
-    fastdllm generate --model M --prompts FILE            # one prompt per line, or JSONL (prompt/question/text/messages)
+    fastdllm generate --model M --prompts FILE           # one prompt per line, or JSONL (prompt/question/text/messages)
 
 Plain output: the generated text of each prompt.  ``--json``: one JSON object with, per prompt, the prompt, the
 token ids and the text, plus the run's statistics: generated tokens per row (up to and including EOS), NFE (model
@@ -21,8 +21,16 @@ import sys
 
 from ..decode_config import MDM_MODES
 from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
-from .args import (add_decode_args, add_ignore_eos_arg, add_mode_args, add_model_args, add_prompt_file_args,
-                   add_truncate_arg, check_device, decode_config)
+from .args import (
+    add_decode_args,
+    add_ignore_eos_arg,
+    add_mode_args,
+    add_model_args,
+    add_prompt_file_args,
+    add_truncate_arg,
+    check_device,
+    decode_config,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

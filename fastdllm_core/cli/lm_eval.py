@@ -40,7 +40,8 @@ def main(argv=None) -> int:
             if path is None or not Path(path).is_file():
                 print(f"fastdllm lm-eval: {a} needs an existing JSONL file, got {path!r}", file=sys.stderr)
                 return 2
-            extra.append(("synth_arith", "synth_arith", path) if a.endswith("arith") else ("gsm8k", "gsm8k_local", path))
+            extra.append(("synth_arith", "synth_arith", path) if a.endswith("arith")
+                         else ("gsm8k", "gsm8k_local", path))
         else:
             rest.append(a)
     tmp = None

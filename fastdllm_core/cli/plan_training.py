@@ -64,8 +64,8 @@ def hardware(config: dict, args) -> tuple[int, float, int]:
         if v is None:
             raise ValueError(f"give --{key.replace('_', '-')} or training_plan.{key} in the config")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or (key != "gpu_mem_gb" and v != int(v)):
-            raise ValueError(f"--{key.replace('_', '-')} / training_plan.{key} must be a positive {'number' if key == 'gpu_mem_gb' else 'integer'}"
-                             f", got {v!r}")
+            raise ValueError(f"--{key.replace('_', '-')} / training_plan.{key} must be a positive "
+                             f"{'number' if key == 'gpu_mem_gb' else 'integer'}, got {v!r}")
         out.append(v if key == "gpu_mem_gb" else int(v))
     return out[0], float(out[1]), out[2]
 

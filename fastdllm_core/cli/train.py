@@ -23,7 +23,7 @@ from ..training.failures import EXIT_DIVERGED, TrainingDiverged, WriteFailed
 from ..training.row_reader import DataError
 from ..training.run_identity import ConfigChanged
 from ..training.run_lock import run_lock
-from ..training.stopping import StopRequested, Stopper, TrainingInterrupted, interrupted_before_training
+from ..training.stopping import Stopper, StopRequested, TrainingInterrupted, interrupted_before_training
 from ..training.store_key import DataChanged, MainProcessFailed
 
 NAMED = (UnknownKey, DataError, DataChanged, ConfigChanged, MainProcessFailed, OutDirBusy, WriteFailed,

@@ -8,8 +8,8 @@ from .ar import ar_generate
 from .block_diffusion import bd_generate, bd_generate_reference
 from .common import ContextError, fit_context, model_context, trim_at_stop
 from .dream import dream_generate
-from .forwards import BlockKVCache
 from .fast_dllm_v1 import v1_dream, v1_llada
+from .forwards import BlockKVCache
 from .llada import llada_generate
 from .mdm_dispatch import check_family, mdm_generate
 from .outputs import GenerationOutput, GenerationStats

@@ -10,8 +10,8 @@ import torch
 from ..decode_config import AR_BASELINES, STATIC_PATHS
 from .ar_static import ar_generate_static
 from .common import _check_prompts, _sync, fit_context, model_context, trim_at_stop
-from .static import static_unsupported
 from .outputs import GenerationOutput, GenerationStats
+from .static import static_unsupported
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import torch
 
 from ..masks import attention_kwargs, inference_spec
 from .common import _sync, trim_at_stop
-from .static import capacity, static_forwards
 from .outputs import GenerationOutput, GenerationStats
+from .static import capacity, static_forwards
 
 
 def _greedy(logits: torch.Tensor, suppress: torch.Tensor | None) -> torch.Tensor:

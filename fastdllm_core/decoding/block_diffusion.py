@@ -54,8 +54,8 @@ import torch
 from ..decode_config import STATIC_PATHS, DecodeConfig
 from .common import _check_mask_token, _check_prompts, _choose, _sync, fit_context, model_context, trim_at_stop
 from .forwards import _CachedEngine, _ReferenceEngine, _StaticEngine
-from .static import static_unsupported
 from .outputs import GenerationOutput, GenerationStats
+from .static import static_unsupported
 
 log = logging.getLogger(__name__)
 

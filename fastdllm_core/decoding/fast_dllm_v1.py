@@ -31,8 +31,15 @@ import torch.nn.functional as F
 
 from .dream import sample_tokens, select, shift_logits
 from .llada import REMASKING
-from .mdm_common import (Batch, add_gumbel_noise, check_blocks, full_attention_kwargs, make_generator,
-                         num_transfer_tokens, start_clock)
+from .mdm_common import (
+    Batch,
+    add_gumbel_noise,
+    check_blocks,
+    full_attention_kwargs,
+    make_generator,
+    num_transfer_tokens,
+    start_clock,
+)
 
 CACHES = ("none", "prefix", "dual")
 log = logging.getLogger(__name__)

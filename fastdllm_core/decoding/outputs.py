@@ -1,4 +1,5 @@
-"""What a ``generate`` call reports: :class:`GenerationStats` (tokens, forwards, times) and :class:`GenerationOutput`."""
+"""What a ``generate`` call reports: :class:`GenerationStats` (tokens, forwards, times) and
+:class:`GenerationOutput`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

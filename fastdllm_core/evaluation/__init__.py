@@ -3,8 +3,15 @@ task suite of the embedded default (its data: :mod:`fastdllm_core.synthetic`).  
 :func:`run_task`.  See docs/evaluation.md."""
 from __future__ import annotations
 
-from .task_common import (PROMPT_STYLES, SYNTH_TASKS, TASKS, TaskUnavailable, local_test_file,  # noqa: F401
-                     offline, shared_dir)
+from .task_common import (  # noqa: F401
+    PROMPT_STYLES,
+    SYNTH_TASKS,
+    TASKS,
+    TaskUnavailable,
+    local_test_file,
+    offline,
+    shared_dir,
+)
 
 
 def run_task(*args, **kwargs):

@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 
 from ..provenance import atomic_path
-from .task_common import TaskUnavailable, local_test_file, offline, shared_dir
 from .datacheck import check_file
+from .task_common import TaskUnavailable, local_test_file, offline, shared_dir
 
 log = logging.getLogger(__name__)
 

@@ -63,8 +63,8 @@ from tqdm import tqdm
 from ..decode_config import AR_BASELINES, BLOCK_SIZE, MDM_MODES, MODES, parse_bool
 from ..decoding import DecodeConfig, ar_generate, bd_generate, check_family, fit_context, mdm_generate, model_context
 from ..loading import LoadedModel, load_model
-from .task_common import encode_pair
 from .likelihood import EXACT_MAX_TOKENS, LL_METHODS, MDM_LL_METHODS, LikelihoodMixin
+from .task_common import encode_pair
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,7 @@ class FastDLLMv2(LikelihoodMixin, TemplateLM):
             groups.setdefault(repr(sorted((kw or {}).items(), key=lambda kv: kv[0])), []).append(i)
         results: list[str | None] = [None] * len(requests)
         plan = []
-        for key, idx in groups.items():
+        for _key, idx in groups.items():
             kw = dict(requests[idx[0]].args[1] or {})
             until = kw.get("until") or []
             if isinstance(until, str):

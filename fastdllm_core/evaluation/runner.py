@@ -20,12 +20,12 @@ from pathlib import Path
 
 from ..decode_config import MDM_MODES, MODES, ROW_DECODE_COLUMNS, DecodeConfig
 from ..decoding.ar import AR_GENERATION, ar_generation_summary
+from ..intervals import row_interval
 from ..loading import LoadedModel, load_model
 from ..provenance import out_dir_lock, run_metadata, write_csv_atomic, write_json_atomic, write_text_atomic
-from ..intervals import row_interval
-from .task_common import PROMPT_STYLES, TASKS
 from .finite import LogitWatch, failed_rows, nonfinite_weights
 from .lm_eval_run import run_lm_eval
+from .task_common import PROMPT_STYLES, TASKS
 from .tasks import LOCAL_STAND_INS, resolve_stand_in_path
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,8 @@ def run_task(model, task: str, *, mode: str = "bd", decode: DecodeConfig | None 
     ``results.json``.  ``code_opts``: ``min_time_limit``, ``gt_time_limit_factor``, ``memory_limit_mb``,
     ``parallel`` for EvalPlus, ``verdict_cache`` (a directory: reuse the verdicts of identical checks).
     ``max_new_tokens``: None = ``decode.max_new_tokens`` for every task; an integer overrides it; ``"task"`` =
-    the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's default 256; EvalPlus tasks: :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
+    the benchmark's own length (lm-eval: the task's ``max_gen_toks``, else lm-eval's default 256; EvalPlus tasks:
+    :data:`EVALPLUS_MAX_NEW_TOKENS`).  The length used is the ``max_new_tokens``
     column of every row (empty when the task generates nothing, e.g. multiple choice) and
     ``max_new_tokens_source`` says where it came from.  Masked-diffusion modes (``llada`` / ``dream`` / ``v1``):
     the sampler's generation length is the setting's (``task`` is refused); multiple-choice tasks use the Monte

@@ -30,7 +30,7 @@ def _leaf_metrics(samples: list[dict]) -> tuple[dict, dict]:
         by_leaf.setdefault(s["task"], []).append(s)
     metrics: dict = {}
     no_answer: dict = {}
-    for leaf, items in by_leaf.items():
+    for _leaf, items in by_leaf.items():
         items = sorted(items, key=lambda s: s["doc_id"])
         values: dict = {}
         for s in items:

@@ -55,8 +55,18 @@ from pathlib import Path
 import numpy as np
 
 from ..provenance import atomic_path, write_json_atomic
-from .row_reader import (BAD_FIELD, MAX_LINE_BYTES, NOT_ENCODABLE, NOT_OBJECT, RowError, brief, lines, parse_json,
-                   to_messages, type_name)
+from .row_reader import (
+    BAD_FIELD,
+    MAX_LINE_BYTES,
+    NOT_ENCODABLE,
+    NOT_OBJECT,
+    RowError,
+    brief,
+    lines,
+    parse_json,
+    to_messages,
+    type_name,
+)
 
 DATASET = "nvidia/Llama-Nemotron-Post-Training-Dataset"
 SUBSETS = ("code", "math", "science", "chat", "safety")
@@ -130,8 +140,8 @@ def snapshot_commit(root) -> str | None:
 
 
 def to_training_row(row, reasoning: str = "off", keep_system_prompt: bool = False) -> dict | None:
-    """One dataset row as ``{"messages": [...]}``, checked as training checks its rows (:mod:`.row_reader`), or None when
-    its reasoning mode is not wanted; a row that is not the dataset's schema raises :class:`~.rows.RowError`."""
+    """One dataset row as ``{"messages": [...]}``, checked as training checks its rows (:mod:`.row_reader`), or None
+    when its reasoning mode is not wanted; a row that is not the dataset's schema raises :class:`~.rows.RowError`."""
     if not isinstance(row, dict):
         raise RowError(NOT_OBJECT, f"not a Llama-Nemotron SFT row: a JSON {type_name(row)}, not an object")
     mode, msgs, output = row.get("reasoning"), row.get("input"), row.get("output")

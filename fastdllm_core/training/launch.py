@@ -81,7 +81,8 @@ def launch_command(env: Mapping[str, str], train_args: list[str], *, processes_p
     arguments of ``python -m``, e.g. ``fastdllm_core.cli train --config C --output-dir D``).
 
     ``env`` is the environment of the job: with ``SLURM_JOB_NUM_NODES`` (else ``SLURM_NNODES``) > 1 (a
-    multi-node allocation) the command is ``srun --nodes=N --ntasks-per-node=1 --overlap torchrun --nnodes N ... --rdzv-backend c10d --rdzv-endpoint HEAD:port
+    multi-node allocation) the command is ``srun --nodes=N --ntasks-per-node=1 --overlap torchrun --nnodes N ...
+    --rdzv-backend c10d --rdzv-endpoint HEAD:port
     --rdzv-id SLURM_JOB_ID``, the same torchrun command on every node (HEAD: the first host of
     ``SLURM_JOB_NODELIST``); otherwise ``torchrun --standalone``.  ``nodes``: the nodes to use (default: all of
     the allocation's).  Named errors: processes per node missing or not a positive integer, more nodes than the

@@ -47,7 +47,7 @@ from .parallel import make_engine, resolve
 from .run_book import RunBook
 from .run_identity import ConfigChanged, check_same_run, run_identity
 from .run_lock import run_lock
-from .stopping import StopRequested, Stopper, TrainingInterrupted, interrupted_before_training
+from .stopping import Stopper, StopRequested, TrainingInterrupted, interrupted_before_training
 from .store_key import shared, tokenizer_digest
 from .token_store import run_store, store_identity
 

@@ -275,4 +275,5 @@ def _hint(chosen: str, mems: dict, gpu_bytes: int) -> str:
     need = mems[other].total * HEADROOM
     if need > gpu_bytes:
         return ""
-    return f"; {other.upper()} would need {need / GB:.1f} GB: set train.engine: {other} (plan-training --engine {other})"
+    return (f"; {other.upper()} would need {need / GB:.1f} GB: set train.engine: {other} "
+            f"(plan-training --engine {other})")

@@ -6,8 +6,8 @@ started from (``model.init``: :func:`init_digest`).  The data's identity (conten
 recorded beside it and checked by :func:`~.store_key.check_resume`.
 
 * ``fastdllm train`` (and :func:`~.loop.train`) on a directory whose newest checkpoint carries another identity is
-  refused before any data is read or any model loaded (:class:`ConfigChanged`, each differing key with its old and new value) unless asked
-  (``--allow-config-change``).
+  refused before any data is read or any model loaded (:class:`ConfigChanged`, each differing key with its old and
+  new value) unless asked (``--allow-config-change``).
 * The DAG starts a changed run from step 0 (:func:`start_over_if_changed`): Snakemake reruns a training job because
   a setting of the model changed, and its run directory keeps checkpoints only so that an interrupted job of the
   *same* run resumes.

@@ -47,8 +47,13 @@ from .failures import writing
 from .row_reader import NOT_ENCODABLE, DataError
 from .run_lock import file_lock, remove_stale, unique_dir
 from .stopping import StopRequested, deferred
-from .store_key import (VERSION, MainProcessFailed, identity, recorded,  # noqa: F401 (store_key: API)
-                        store_key)
+from .store_key import (  # noqa: F401 (store_key: API)
+    VERSION,
+    MainProcessFailed,
+    identity,
+    recorded,
+    store_key,
+)
 
 log = logging.getLogger(__name__)
 FILES = (("ids.u32", np.uint32), ("sup.u8", np.uint8))

@@ -125,7 +125,8 @@ def measure(tokens: float, work: Path) -> list[dict]:
     common = {"target_tokens": int(tokens), "set_tokens": built["tokens"], "set_rows": built["rows"],
               "packed_sequences": first["sequences"], "cpu": platform.processor() or platform.machine()}
     rows = [dict(common, phase="adaptation_build", process=0, peak_rss_mib=round(built["peak_rss_mib"]),
-                 wall_s=round(t_build, 1), note=f"largest worker process {built['children_peak_rss_mib']:.0f} MiB, shortfall {built['shortfall_tokens']}, malformed "
+                 wall_s=round(t_build, 1), note=f"largest worker process {built['children_peak_rss_mib']:.0f} MiB, "
+                                                f"shortfall {built['shortfall_tokens']}, malformed "
                                                 f"{built['malformed_rows']}, redistributed {built['redistributed']}")]
     for phase, r, t in (("train_2proc_builds_store", first, t_first), ("resume_2proc_reuses_store", again, t_again)):
         rows += [dict(common, phase=phase, process=p, peak_rss_mib=round(v),
@@ -134,7 +135,8 @@ def measure(tokens: float, work: Path) -> list[dict]:
                       note=("store built" if r is first else "store reused" if again["store_mtime_ns"] ==
                             first["store_mtime_ns"] else "store rebuilt"))
                  for p, v in sorted(r["peaks"].items())]
-    rows.append(dict(common, phase="in_memory_build_dataset (before)", process=0, peak_rss_mib=round(old["peak_rss_mib"]),
+    rows.append(dict(common, phase="in_memory_build_dataset (before)", process=0,
+                     peak_rss_mib=round(old["peak_rss_mib"]),
                      wall_s=round(t_old, 1), note=f"{old['sequences']} sequences"))
     for r in rows:
         print(r, flush=True)

@@ -4,8 +4,8 @@ overlays and their checks.
 Time limit (REHEARSAL_TIME_LIMIT=<minutes>): one training job longer than its time limit, finished by the job
 Snakemake submits after it.
   timelimit-overlay: measure this machine's steps per second on the model's rehearsal training (2 processes, 80
-           steps less 20), then write a config overlay: ``training_plan`` with ``job_minutes: <minutes>`` (every training
-           job asks SLURM for that limit; retries from the plan, 3 spare jobs) and the model's
+           steps less 20), then write a config overlay: ``training_plan`` with ``job_minutes: <minutes>`` (every
+           training job asks SLURM for that limit; retries from the plan, 3 spare jobs) and the model's
            ``optim.max_steps`` sized to ~1.4 jobs of training, with no periodic checkpoint (the only checkpoints
            are the ones a stop writes).
   timelimit-check: after the run: sacct's allocations of the model's train_model jobs (the first ones not
@@ -97,8 +97,8 @@ def _losses(path: Path) -> dict[int, str]:
 
 
 def _weights_equal(a: Path, b: Path) -> str | None:
-    from safetensors.torch import load_file
     import torch
+    from safetensors.torch import load_file
 
     wa = {k: v for f in sorted(a.glob("*.safetensors")) for k, v in load_file(f).items()}
     wb = {k: v for f in sorted(b.glob("*.safetensors")) for k, v in load_file(f).items()}

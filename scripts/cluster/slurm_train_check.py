@@ -7,9 +7,9 @@ every step); ``PROFILE``: the profile's config.yaml (``set-resources.train_model
 ``cpus_per_task``: the data-parallel processes per node of a CPU job, as ``gres gpu:<model>:N`` gives N GPUs per node
 on the GPU cluster); ``TRAINING_METRICS_CSV``: the job's output, whose ``world_size`` column is the number of
 training processes that ran; ``NODES``: the nodes the job asked for (the rule's, from the config's training plan;
-default: the profile's ``nodes``, else 1).  Checked: the allocation has the nodes and CPUs asked for, every row (allocation,
-batch step, Snakemake's job step, a per-node launch step) is COMPLETED, one step ran one task on each node, and
-the training ran nodes x processes processes.  Prints the verdict; exit status 1 with every problem named.
+default: the profile's ``nodes``, else 1).  Checked: the allocation has the nodes and CPUs asked for, every row
+(allocation, batch step, Snakemake's job step, a per-node launch step) is COMPLETED, one step ran one task on each
+node, and the training ran nodes x processes processes.  Prints the verdict; exit status 1 with every problem named.
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def plot(d: pd.DataFrame, out: Path) -> None:
         xs = [i + (k - (len(paths) - 1) / 2) * width for i in range(len(groups))]
         axes[0].bar(xs, tps, width, label=label)
         axes[1].bar(xs, ms, width, label=label)
-    for i, (shape, b) in enumerate(groups):
+    for i, (shape, _b) in enumerate(groups):
         bound = 1e3 * float(d[(d["shape"] == shape)]["roofline_time_per_forward_s"].iloc[0])
         axes[1].hlines(bound, i - 0.45, i + 0.45, colors="k", linestyles="--",
                        label="bandwidth roofline (weights once)" if i == 0 else None)

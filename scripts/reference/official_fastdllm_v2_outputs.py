@@ -40,8 +40,16 @@ import torch  # noqa: E402
 
 from fastdllm_core.decoding.forwards import BlockKVCache  # noqa: E402
 from fastdllm_core.masks import attention_kwargs, inference_spec  # noqa: E402
-from fastdllm_v2_cases import (BLOCK, CASES, MAX_NEW, STANDIN_SEED, STOP_ID, WEIGHT_STD,  # noqa: E402
-                               prompt_ids, sharpen)
+from fastdllm_v2_cases import (  # noqa: E402
+    BLOCK,
+    CASES,
+    MAX_NEW,
+    STANDIN_SEED,
+    STOP_ID,
+    WEIGHT_STD,
+    prompt_ids,
+    sharpen,
+)
 
 # NVlabs/Fast-dLLM main, 2026-01-28 ("update news"): v2/generation_functions.py as of "fix bug" (2025-11-28)
 FASTDLLM_V2_COMMIT = "af42f511f705a2db0d16aa63ebcfcbc26f29181d"

@@ -18,7 +18,8 @@ def logged(snakemake):
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     from fastdllm_core import cpu_numerics
 
-    cpu_numerics.pin()  # before torch's first kernel: the same bits on every x86 CPU with AVX2 (and in torchrun's children)
+    # before torch's first kernel: the same bits on every x86 CPU with AVX2 (and in torchrun's children)
+    cpu_numerics.pin()
     try:
         import torch
 

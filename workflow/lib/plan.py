@@ -6,7 +6,6 @@ evaluation jobs and throughput sweeps built on them are :mod:`plan_points`.
 from __future__ import annotations
 
 import os
-
 from pathlib import Path
 
 from fastdllm_core.synthetic import TASKS as SYNTH_TASKS

@@ -308,8 +308,8 @@ def _check_figures_and_tasks(config: dict) -> None:
 
 def _check_training_keys(config: dict) -> None:
     """``training:`` and every ``models.<name>.train:`` accept only the keys of ``fastdllm train`` configs
-    (``fastdllm_core.training.config.TrainConfig``; a model's block also ``init``): a misspelling fails naming the closest
-    key."""
+    (``fastdllm_core.training.config.TrainConfig``; a model's block also ``init``): a misspelling fails naming the
+    closest key."""
     from fastdllm_core.training.config import UnknownKey, check_keys
 
     blocks = [("training", config.get("training") or {}, ())]

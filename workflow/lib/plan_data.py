@@ -55,7 +55,7 @@ def adaptation_tokenizer(config: dict) -> str:
     t = config["data"]["adaptation"].get("tokenizer")
     if t:
         return plan.shared_path(config, t)
-    for name, m in config["models"].items():
+    for _name, m in config["models"].items():
         if plan.is_adaptation(m):
             init = m["train"]["init"]
             return plan.model_source(config, init) if init in config["models"] else plan.shared_path(config, init)

@@ -8,9 +8,9 @@ rebuilds the setting with :meth:`DecodeConfig.from_slug` and the limit with :fun
 """
 from __future__ import annotations
 
+import plan
 from fastdllm_core.decode_config import MDM_MODES, SLUG_FIELDS, DecodeConfig
 
-import plan
 
 # ------------------------------------------------------------------------------------------------- points
 def point_name(mode: str, decode: dict | None, limit: int | None = None) -> str:
@@ -216,7 +216,8 @@ def case_conversations(config: dict, kind: str) -> list[list[str]]:
 def bench_sweeps(config: dict) -> dict[str, list[dict]]:
     """Throughput sweeps: name -> list of runs {model, mode, batch_size, decode}."""
     f = config["figures"]
-    abl, speed_bd, speed_ar = plan.role(config, "ablation_bd"), plan.role(config, "speed_bd"), plan.role(config, "speed_ar")
+    abl, speed_bd, speed_ar = (plan.role(config, "ablation_bd"), plan.role(config, "speed_bd"),
+                               plan.role(config, "speed_ar"))
     sp = speed_decode(config)
     # Figures 1a and 1b: every drawn model (the speed pair, the other Table 1 rows: the baselines) at each speed
     # point and every batch size of figures.batch; batch 1 is Figure 1a's

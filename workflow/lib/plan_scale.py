@@ -20,8 +20,8 @@ import copy
 import math
 import os
 
-import plan_budget
 import plan
+import plan_budget
 
 SHAPE_KEYS = ("hidden_size", "layers", "heads", "kv_heads", "intermediate_size")
 SEP = "."  # chain = <size>.<model>.s<seed>; snapshot = <chain>.x<budget>
@@ -165,7 +165,8 @@ def priority(config: dict, snapshot: dict) -> int:
     largest size first among equals (the longest job starts first)."""
     c = chains(config)[snapshot["chain"]]
     names = list(sizes(config))
-    return 50 - 20 * sorted(c["budgets"]).index(snapshot["budget"]) - 8 * (c["seed"] > 0) + min(names.index(c["size"]), 7)
+    return (50 - 20 * sorted(c["budgets"]).index(snapshot["budget"]) - 8 * (c["seed"] > 0)
+            + min(names.index(c["size"]), 7))
 
 
 def base_train_config(config: dict, size: str, stage: str, files: list[str], init: str) -> dict:

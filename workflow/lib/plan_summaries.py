@@ -2,11 +2,10 @@
 model, tasks and decoding points of an evaluation, the runs of a throughput sweep, the models of a table."""
 from __future__ import annotations
 
-from fastdllm_core.decode_config import format_threshold
-
 import eval_cost
 import plan
 import plan_points
+from fastdllm_core.decode_config import format_threshold
 
 
 def decode_summary(decodes: list[dict]) -> str:

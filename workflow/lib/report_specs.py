@@ -8,11 +8,11 @@ import pairs
 import plan
 import plan_points
 import summary_pairs
-from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
 from fastdllm_core.decode_config import BLOCK_SIZE
+from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
 
 PAPER_SCALE_NOTE = {
     "tiny": "Embedded default: tiny models trained here on the synthetic suite (synth_arith stands in for GSM8K, "
@@ -284,8 +284,8 @@ def _draw_figure(name: str, config: dict, png, pdf, acc=None, thr=None, gpu_fram
         allthr = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         F.fig_gpu_batch_throughput(allthr, {"ar_model": speed_ar, "bd_model": speed_bd,
                                             "ar_label": label(config, speed_ar), "bd_label": label(config, speed_bd),
-                                            "decode": plan_points.gpu_batch_decode(config), "sweep": FIGURE_SWEEPS[name]},
-                                   png, pdf)
+                                            "decode": plan_points.gpu_batch_decode(config),
+                                            "sweep": FIGURE_SWEEPS[name]}, png, pdf)
     elif name == "fig_subblock_accuracy":
         task, metric = _col(config, "subblock")
         F.fig_subblock_accuracy(acc, {"model": abl, "label": label(config, abl), "task": task, "metric": metric,
@@ -343,12 +343,14 @@ def summary_sweeps(config: dict) -> list[dict]:
     thr_col = column_specs(config, [f["threshold"]["column"]])
     return [
         {"title": "Table 3: sub-block size", "model": abl, "columns": column_specs(config, t["table3"]["columns"]),
-         "rows": [{"label": f"sub-block {s}", "decode": dict(base, sub_block_size=s)} for s in t["table3"]["sub_blocks"]],
+         "rows": [{"label": f"sub-block {s}", "decode": dict(base, sub_block_size=s)}
+                  for s in t["table3"]["sub_blocks"]],
          "reference": _index_of(t["table3"]["sub_blocks"], base["sub_block_size"]),
          "reference_label": f"sub-block {base['sub_block_size']}",
          "note": f"Model {label(config, abl)} (first seed), {on}, block {base['block_size']}, threshold "
                  f"{base['threshold']}."},
-        {"title": "Table 4: inference block size", "model": abl, "columns": column_specs(config, t["table4"]["columns"]),
+        {"title": "Table 4: inference block size", "model": abl,
+         "columns": column_specs(config, t["table4"]["columns"]),
          "rows": [{"label": f"block {b}", "decode": dict(base, block_size=b, sub_block_size=b)}
                   for b in t["table4"]["block_sizes"]],
          "reference": _index_of(t["table4"]["block_sizes"], train_block),

@@ -1,4 +1,5 @@
-"""One snapshot of the budget study (or of the scale study, rule scale_train): the chain's run trained to this budget's steps (resuming from the previous
+"""One snapshot of the budget study (or of the scale study, rule scale_train): the chain's run trained to this
+budget's steps (resuming from the previous
 snapshot's checkpoint in the same run directory), its final checkpoint copied out as the snapshot, and its
 training rows (with the chain, budget, tokens and passes over the set) beside it."""
 import sys

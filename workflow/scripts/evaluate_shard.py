@@ -1,5 +1,6 @@
 """One shard of a decoding point too costly for one job (``eval.shards``; workflow/lib/eval_cost.py): items
-``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through fastdllm_core.evaluation.run_task, written as one JSON (its rows, its per-item
+``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through
+fastdllm_core.evaluation.run_task, written as one JSON (its rows, its per-item
 results, its key) that rule evaluate merges into the point's rows.  Every answer is kept as it comes under
 ``<model>/<task>/<shard>.progress/<key>`` (an lm-eval task: lm-eval's request cache; an EvalPlus task: a JSONL of
 its answers): a shard killed (a cluster's time limit) resumes from it, skipping the items answered before; a change

@@ -1,4 +1,5 @@
-"""Train one model (fastdllm_core.training: loop.train, launch.train_processes on CPU processes, launch.train_gpus on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
+"""Train one model (fastdllm_core.training: loop.train, launch.train_processes on CPU processes, launch.train_gpus
+on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)

@@ -8,9 +8,8 @@ import signal
 import struct
 
 from . import verdict
-from .kernel import FAIL, PASS, TIMEOUT, _FAILED, _HDR, _SUCCESS
+from .kernel import _FAILED, _HDR, _SUCCESS, FAIL, PASS, TIMEOUT
 from .process import run
-
 
 OUTPUT_BYTES = 32 << 20  # room for a check's encoded outputs; an output that does not fit is a failed input
 

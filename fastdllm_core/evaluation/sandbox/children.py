@@ -9,11 +9,40 @@ import struct
 import sys
 import tempfile
 
-from .kernel import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, F_IPCNS, F_MOUNT_RO,
-                     F_NETNS, F_NO_CAPS, F_NO_NEW_PRIVS, F_NPROC, F_PIDNS, F_PRIVATE_UID, F_READ_CAP_ONLY,
-                     F_RLIMITS, F_SECCOMP, F_SESSION, F_USERNS, F_WORKDIR, LIMITS, PR_SET_NO_NEW_PRIVS,
-                     PR_SET_PDEATHSIG, _become_private_uid, _count_tasks, _drop_caps, _landlock, _libc,
-                     _mount_readonly, _prctl, _seccomp, _set_rlimits, landlock_abi)
+from .kernel import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    F_IPCNS,
+    F_MOUNT_RO,
+    F_NETNS,
+    F_NO_CAPS,
+    F_NO_NEW_PRIVS,
+    F_NPROC,
+    F_PIDNS,
+    F_PRIVATE_UID,
+    F_READ_CAP_ONLY,
+    F_RLIMITS,
+    F_SECCOMP,
+    F_SESSION,
+    F_USERNS,
+    F_WORKDIR,
+    LIMITS,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    _become_private_uid,
+    _count_tasks,
+    _drop_caps,
+    _landlock,
+    _libc,
+    _mount_readonly,
+    _prctl,
+    _seccomp,
+    _set_rlimits,
+    landlock_abi,
+)
 
 
 def _write(path: str, text: str) -> None:

@@ -6,8 +6,23 @@ from __future__ import annotations
 import os
 import struct
 
-from .kernel import (FLAG_NAMES, F_LANDLOCK_FS, F_MOUNT_RO, F_NO_CAPS, F_NO_NEW_PRIVS, F_NPROC, F_PIDNS,
-                     F_READ_CAP_ONLY, F_RLIMITS, F_SECCOMP, F_SESSION, F_WORKDIR, MODES, _SUCCESS, _mode)
+from .kernel import (
+    _SUCCESS,
+    F_LANDLOCK_FS,
+    F_MOUNT_RO,
+    F_NO_CAPS,
+    F_NO_NEW_PRIVS,
+    F_NPROC,
+    F_PIDNS,
+    F_READ_CAP_ONLY,
+    F_RLIMITS,
+    F_SECCOMP,
+    F_SESSION,
+    F_WORKDIR,
+    FLAG_NAMES,
+    MODES,
+    _mode,
+)
 from .process import run
 
 

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from .children import _child_a
-from .kernel import PR_SET_CHILD_SUBREAPER, _HDR, _UNKNOWN, _mode, _prctl
+from .kernel import _HDR, _UNKNOWN, PR_SET_CHILD_SUBREAPER, _mode, _prctl
 
 _STATE = {"subreaper": 0, "counter": 0}
 

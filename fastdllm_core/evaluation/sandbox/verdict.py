@@ -242,8 +242,13 @@ def _oracles():
 
     import numpy as np
     from evalplus.eval import is_floats
-    from evalplus.eval._special_oracle import (MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS,
-                                               _digit_distance_nums, _poly, _surface_Area)
+    from evalplus.eval._special_oracle import (
+        MBPP_OUTPUT_NOT_NONE_TASKS,
+        MBPP_OUTPUT_SET_EQ_TASKS,
+        _digit_distance_nums,
+        _poly,
+        _surface_Area,
+    )
 
     return SimpleNamespace(np=np, is_floats=is_floats, set_eq=MBPP_OUTPUT_SET_EQ_TASKS,
                            not_none=MBPP_OUTPUT_NOT_NONE_TASKS, digit_distance_nums=_digit_distance_nums, poly=_poly,

@@ -315,8 +315,8 @@ def _convert_humaneval(args) -> int:
         exec(prob["prompt"] + prob["canonical_solution"], ns)  # noqa: S102 - the dataset's own reference code
         fn = ns[prob["entry_point"]]
 
-        def recorder(*a, _fn=fn):
-            calls.append(copy.deepcopy(list(a)))
+        def recorder(*a, _fn=fn, _calls=calls):
+            _calls.append(copy.deepcopy(list(a)))
             return _fn(*a)
 
         tns = dict(ns)
