@@ -36,8 +36,9 @@ from fastdllm_core import cpu_numerics
 cpu_numerics.pin()  # before torch's first kernel: the same bits on every x86 CPU with AVX2
 
 import pytest  # noqa: E402
-import tiers  # noqa: E402
 import torch  # noqa: E402
+
+import tiers  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

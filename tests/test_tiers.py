@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 import tiers
 
 ROOT = Path(__file__).resolve().parents[1]
