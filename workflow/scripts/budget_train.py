@@ -1,7 +1,7 @@
 """One snapshot of the budget study (or of the scale study, rule scale_train): the chain's run trained to this
-budget's steps (resuming from the previous
-snapshot's checkpoint in the same run directory), its final checkpoint copied out as the snapshot, and its
-training rows (with the chain, budget, tokens and passes over the set) beside it."""
+budget's steps (resuming from the previous snapshot's checkpoint in the same run directory), its final checkpoint
+copied out as the snapshot, and its training rows (with the chain, budget, tokens and passes over the set) beside
+it."""
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
