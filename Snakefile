@@ -3,8 +3,7 @@
 #   snakemake --cores all                          # = paper_figures on the embedded default (tiny, CPU, offline)
 #   snakemake --cores all --configfile config/paper.yaml --profile profiles/slurm   # paper scale
 #   snakemake --cores all table1_main              # one table (or any figure rule) alone
-#   snakemake --cores all budget_study             # the adaptation-budget study (results/budget_study/)
-#   snakemake --cores all scale_study              # the model-size study (results/scale_study/)
+#   snakemake --cores all budget_study             # a study of `studies:` (results/budget_study/; scale_study, ...)
 #   snakemake --report results/report.html         # HTML report of the tables and figures
 from snakemake.utils import min_version
 
@@ -50,16 +49,10 @@ include: "workflow/rules/reports.smk"
 include: "workflow/rules/release.smk"
 
 
-# the budget study (its own target, never in paper_figures' path); no rule without `budget_study:`
-if config.get("budget_study"):
+# the studies (each its own target, <name>_study, never in paper_figures' path); no rule without `studies:`
+if STUDIES:
 
-    include: "workflow/rules/budget_study.smk"
-
-
-# the scale study (its own target, never in paper_figures' path); no rule without `scale_study:`
-if config.get("scale_study"):
-
-    include: "workflow/rules/scale_study.smk"
+    include: "workflow/rules/studies.smk"
 
 
 # stand-in checkpoints and data of a rehearsal (config/rehearsal.yaml); no job without `standins:`

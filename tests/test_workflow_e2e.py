@@ -1,5 +1,5 @@
 """The DAG end to end (slow): config/ci.yaml's every rule run for real, then the budget and scale studies' targets
-on that run; each followed by a no-op second invocation."""
+(``studies:``, workflow/rules/studies.smk) on that run; each followed by a no-op second invocation."""
 import re
 
 import pytest
@@ -37,8 +37,9 @@ def test_end_to_end_ci_config(tmp_path):
 
 
 def _budget_study_end_to_end(tmp_path):
-    """The budget study's target on the run above (its AR base and test sets): every snapshot trained, scored and
-    timed, the table and figure written; then a no-op."""
+    """The budget study's target on the run above (its AR base and test sets; tests/data/budget_study_ci.yaml over
+    config/ci.yaml's studies): its base and every snapshot scored, trained and timed into the committed-rows folder
+    (<results_dir>/budget_study/points), the table, fit and figure written; then a no-op."""
     import pandas as pd
 
     args = ("--cores", "2", "--configfile", "config/ci.yaml", "tests/data/budget_study_ci.yaml", "--config",
@@ -53,6 +54,12 @@ def _budget_study_end_to_end(tmp_path):
     assert set(bd["quantity"]) == {"accuracy", "accuracy_speed", "tokens_per_forward", "speedup_b1"}
     assert sorted(bd["budget"].unique()) == [1, 2] and (bd["tokens_per_param"] > 0).all()
     assert (tmp_path / "budget_study" / "budget_study.png").stat().st_size > 0
+    assert (tmp_path / "budget_study" / "budget_fit.csv").is_file()
+    points = tmp_path / "budget_study" / "points"
+    assert len(list(points.glob("*.accuracy.csv"))) == 7  # the base + 3 chains (2 models, the lever) x 2 budgets
+    assert len(list(points.glob("*.speed.csv"))) == len(list(points.glob("*.metrics.csv"))) == 6
+    assert (points / "base.default.accuracy.csv").is_file()
+    assert (points / "bd_pad_cm.lr-0.001.s0.x2.speed.csv").is_file()
     r2 = smk("budget_study", "-n", *args)
     assert r2.returncode == 0 and "Nothing to be done" in r2.stdout + r2.stderr
 
@@ -67,7 +74,7 @@ def _scale_study_end_to_end(tmp_path):
     import pandas as pd
 
     args = ("--cores", "2", "--configfile", "config/ci.yaml", "--config", f"results_dir={tmp_path}",
-            f"scale_study={{released_dir: {tmp_path}/released}}")
+            f"studies={{scale: {{released_dir: {tmp_path}/released}}}}")
     r = smk("scale_study", *args, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     manifest = json.loads((tmp_path / "released" / "scale_w48" / "manifest.json").read_text())
@@ -87,7 +94,7 @@ def _scale_study_end_to_end(tmp_path):
     jobs = dict(re.findall(r"^(scale_\w+)\s+(\d+)$", out, re.M))
     assert r3.returncode == 0 and "models/w48.ntp.s0.x1" in out
     assert jobs.get("scale_train") == "1" and jobs.get("scale_speed") == "1" and "scale_base" not in jobs
-    none = args[:-1] + (f"scale_study={{released_dir: {tmp_path}/released, run_sizes: []}}",)
-    r4 = smk("scale_study", "-n", *none)  # run_sizes []: the report of the rows there, the missing one not remade
+    none = args[:-1] + (f"studies={{scale: {{released_dir: {tmp_path}/released, run_bases: []}}}}",)
+    r4 = smk("scale_study", "-n", *none)  # run_bases []: the report of the rows there, the missing one not remade
     jobs = dict(re.findall(r"^(scale_\w+)\s+(\d+)$", r4.stdout + r4.stderr, re.M))
     assert r4.returncode == 0 and set(jobs) <= {"scale_report", "scale_study"}, (r4.stdout + r4.stderr)[-2000:]

@@ -8,7 +8,8 @@ The study ran (2026-11-27) before its rows were kept per snapshot; what was comm
   (``base``, ``size``, ``size_params``, ``pretrain``, ``pretrain_tokens``: the default base, one size);
 * ``<snapshot>.speed.csv`` and ``<snapshot>.metrics.csv``: one row each, recovered from the summary, marked in
   ``note``.  A group of one seed gives its value exactly; a group of three seeds gives its mean, minimum and
-  maximum, hence its three values (the middle one is 3 x mean - min - max), but not which seed had which: they are
+  maximum, hence its three values (the machine's fields are the snapshot's accuracy rows': the whole study ran
+  on one machine) (the middle one is 3 x mean - min - max), but not which seed had which: they are
   written in seed order low, middle, high.  Final losses of a three-seed group are its mean, on every seed's row;
   passes over the set do not depend on the seed;
 * ``base.default.accuracy.csv``: the AR base every snapshot starts from and is compared with, as scored by the
@@ -77,7 +78,8 @@ def main() -> None:
             fields = {k: r[k] for k in ("snapshot", "chain", "base", "size", "size_params", "pretrain",
                                         "pretrain_tokens", "lever", "lever_value", "budget", "budget_tokens",
                                         "train_seed", "model_group")}
-            pd.DataFrame([dict(fields, side="snapshot", speedup_vs_main_ar=speed, note=NOTE_SPEED)]).to_csv(
+            device = {k: r[k] for k in ("device_type", "device_name", "cpu", "cpu_isa", "hostname")}  # one machine
+            pd.DataFrame([dict(fields, **device, side="snapshot", speedup_vs_main_ar=speed, note=NOTE_SPEED)]).to_csv(
                 OUT / f"{snap}.speed.csv", index=False)
             steps = round(int(r["budget_tokens"]) / (seq * batch))
             note = NOTE_LOSS if len(snaps) > 1 else "recovered from results/budget_study/budget_study.csv"

@@ -1,5 +1,5 @@
 """One run of a throughput sweep (a model, a mode, a batch size, a decoding setting) measured through
-fastdllm_core.bench.run_sweep, for rule bench and the budget study's points (rule budget_point); the compared
+fastdllm_core.bench.run_sweep, for rule bench and the studies' snapshots (rule <study>_speed); the compared
 models' runs measured in interleaved rounds (``bench.rounds``)."""
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ rule evaluate_shard (one item range of it, ``shard=(k, n)``): the point's cache 
 data cannot be loaded becoming one ``status = n/a`` row with the reason (never a number)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import jobs
@@ -10,6 +11,22 @@ import plan
 import plan_points
 from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
 from fastdllm_core.provenance import run_metadata
+
+
+@dataclass(frozen=True)
+class EvalModel:
+    """The model a point is run on, as :func:`run_point` reads it (rule evaluate passes its params, which carry the
+    same names): its DAG key, label, loaded source, mode and the evaluation's settings."""
+    model: str
+    label: str
+    source: str
+    mode: str
+    max_new_tokens: int | str
+    batch_size: int
+    verdict_cache: str
+    limit: int | None = None
+    mdm_loglikelihood: str = "exact"
+    mc_num: int = 0
 
 
 def base_key(p, config: dict, task: str, data_path, device: str, model_files, code: str) -> dict:

@@ -1,45 +1,36 @@
-"""What the studies' scoring jobs share (rules budget_point, budget_speed, scale_point, scale_speed): the snapshot a
-job starts from, a checkpoint scored on every stand-in at every test item, and timed at batch 1 against a reference
-AR model in interleaved rounds.  Run inside a job (torch imported here, not at parse time)."""
+"""What the studies' scoring jobs run (rules <study>_point, <study>_base_point, <study>_speed): a checkpoint scored on
+every stand-in at every test item, and timed at batch 1 against its base in interleaved rounds.  Run inside a job
+(torch imported here, not at parse time); each job's parameters are one :class:`study_specs.StudyJob`."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Callable
+
+from study_specs import StudyJob
 
 
-def snapshot_job(sm, row_fields: Callable[[str, dict, dict], dict]) -> SimpleNamespace:
-    """What a snapshot's scoring job starts from (``sm`` its ``snakemake`` object, whose params carry the snapshot
-    and its chain): ``config``, the snapshot's ``name``, ``snap`` and ``chain``, the chain's ``mode`` (its model's:
-    bd or ar) and the ``fields`` every row of it carries (``row_fields(name, snap, chain)``, the study's)."""
-    config, snap, chain, name = sm.config, sm.params.snapshot, sm.params.chain, sm.wildcards.snapshot
-    return SimpleNamespace(config=config, name=name, snap=snap, chain=chain,
-                           mode=config["models"][chain["model"]]["mode"], fields=row_fields(name, snap, chain))
-
-
-def score(config: dict, name: str, label: str, source: str, mode: str, fields: dict, data_paths: dict,
-          cache_dir: str, verdict_cache: str, group: str) -> list[dict]:
-    """Rows of checkpoint ``source`` (as model ``name`` of ``mode``, grouped as ``group``) on every task of
-    ``data_paths``, all items: block diffusion at the accuracy and the speed setting (its tokens per forward), AR
-    at its one point; every row carries ``fields`` and ``n_params``."""
+def score(config: dict, job: StudyJob) -> list[dict]:
+    """Rows of ``job``'s checkpoint (its ``source``, as model ``point`` of ``mode``, grouped as ``group``) on every
+    task of ``data_paths``, all items: block diffusion at the accuracy and the speed setting (its tokens per
+    forward), AR at its one point; every row carries the job's ``fields`` and ``n_params``."""
     import eval_point
     import jobs
     import plan_points
     from fastdllm_core.loading import load_model
 
     device = jobs.require_device(config)
-    cfg = dict(config, models=dict(config["models"], **{name: {"mode": mode, "label": label, "seed_of": group}}))
-    p = SimpleNamespace(model=name, label=label, source=source, mode=mode, limit=None,
-                        max_new_tokens=config["decode"]["max_new_tokens"], batch_size=config["eval"]["batch_size"],
-                        verdict_cache=verdict_cache, mdm_loglikelihood="exact", mc_num=0)
+    models = dict(config["models"], **{job.point: {"mode": job.mode, "label": job.label, "seed_of": job.group}})
+    cfg = dict(config, models=models)
+    p = eval_point.EvalModel(model=job.point, label=job.label, source=job.source, mode=job.mode,
+                             max_new_tokens=config["decode"]["max_new_tokens"], batch_size=config["eval"]["batch_size"],
+                             verdict_cache=job.verdict_cache)
     points = ([plan_points.point_name("bd", plan_points.base_decode(config)),
-               plan_points.point_name("bd", plan_points.speed_decode(config))] if mode == "bd" else ["ar"])
-    loaded = load_model(source, device=device, dtype=config.get("dtype", "auto"))
-    extra = dict(fields, n_params=sum(t.numel() for t in loaded.model.parameters()))  # tied embeddings once
+               plan_points.point_name("bd", plan_points.speed_decode(config))] if job.mode == "bd" else ["ar"])
+    loaded = load_model(job.source, device=device, dtype=config.get("dtype", "auto"))
+    extra = dict(job.fields, n_params=sum(t.numel() for t in loaded.model.parameters()))  # tied embeddings once
     rows = []
-    for task, path in data_paths.items():
+    for task, path in job.data_paths.items():
         for point in points:
-            out = eval_point.run_point(loaded, p, cfg, task, point, path, device, Path(cache_dir) / task / point)
+            out = eval_point.run_point(loaded, p, cfg, task, point, path, device, Path(job.cache_dir) / task / point)
             rows += [dict(r, **extra) for r in out]
             print(f"{task} {point}: " + ", ".join(f"{r['metric']}={r['value']}" for r in out), flush=True)
     return rows
@@ -85,14 +76,13 @@ def time_against(config: dict, sides: dict, prompts_file: str, fields: dict, swe
     return timed
 
 
-def time_snapshot(sm, job: SimpleNamespace, sweep: str) -> None:
-    """Rules budget_speed and scale_speed: snapshot ``job`` (:func:`snapshot_job`) and the AR base it is compared
-    with (``sm.params.ar_key``, ``ar_source``) timed by :func:`time_against`, their rows written atomically to the
-    rule's output."""
+def time_snapshot(config: dict, job: StudyJob, model: str, prompts: str, out: str) -> None:
+    """Rule <study>_speed: ``job``'s snapshot (checkpoint ``model``) and its base timed by :func:`time_against`,
+    their rows written atomically to ``out``."""
     from fastdllm_core.provenance import write_csv_atomic
 
-    sides = {"snapshot": (job.name, sm.input.model, job.mode), "ar_base": (sm.params.ar_key, sm.params.ar_source, "ar")}
-    timed = time_against(job.config, sides, sm.input.prompts, job.fields, sweep)
-    write_csv_atomic(sm.output[0], timed)
-    print(f"batch 1: {timed[0]['tokens_per_s']:.1f} tokens/s against the AR base's {timed[-1]['tokens_per_s']:.1f} "
+    sides = {"snapshot": (job.point, model, job.mode), "ar_base": (job.ar_key, job.ar_source, "ar")}
+    timed = time_against(config, sides, prompts, job.fields, f"{job.study}_study")
+    write_csv_atomic(out, timed)
+    print(f"batch 1: {timed[0]['tokens_per_s']:.1f} tokens/s against the base's {timed[-1]['tokens_per_s']:.1f} "
           f"({timed[0]['speedup_vs_main_ar']:.2f}x)")

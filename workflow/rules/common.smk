@@ -13,8 +13,10 @@ import plan_data  # noqa: E402  (the adaptation data; trained rows without train
 import plan_summaries as summaries  # noqa: E402  (dry-run messages)
 import eval_cost  # noqa: E402  (evaluation cost estimates and shards, eval.shards)
 import released  # noqa: E402  (released checkpoints the DAG can also build)
-import plan_budget  # noqa: E402  (the budget study's chains and snapshots)
-import plan_scale  # noqa: E402  (the scale study's sizes, bases, chains and snapshots)
+import study_plan  # noqa: E402  (the studies: bases, chains, snapshots, estimates)
+import study_checks  # noqa: E402
+import study_rows  # noqa: E402  (what the studies have on disk; each study's plan for the rules)
+import study_specs  # noqa: E402  (what each study job receives)
 import report_inputs  # noqa: E402  (which results each table and figure reads)
 import report_rules  # noqa: E402  (the tables and figures)
 
@@ -30,9 +32,8 @@ plan_checks.validate_schema(config, _SCHEMA)
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 plan_checks.check(config)
-plan_budget.check(config)  # an unknown lever, a run over the ceiling: named before any training
-plan_scale.check(config)  # a bad size, an unknown size key: named before any training
-_scaled = plan_scale.resolve(config)  # the default base's stages, kept for the bases of other sizes
+study_checks.check(config)  # a bad size, an unknown lever or subset: named before any training
+_scaled = study_plan.resolve(config)  # the default base's stages, kept for the bases the studies build
 config.clear()
 config.update(_scaled)
 # build_released / released_with: which released checkpoints this run loads and which it builds (ar_base)
@@ -167,64 +168,57 @@ def report_outputs(spec):
             second: f"{folder}/{name}.{second}"}
 
 
-# the budget study (workflow/rules/budget_study.smk, included with `budget_study:`): its chains' snapshots
-STUDY_DIR = f"{R}/budget_study"
-STUDY_OUT = f"{RESULTS}/budget_study"
-STUDY_CHAINS = plan_budget.chains(config)
-STUDY_SNAPSHOTS = plan_budget.snapshots(config, STUDY_CHAINS)
+# the studies (workflow/rules/studies.smk makes a family of rules for each entry of `studies`): each plan, with what
+# this run makes (a snapshot whose rows are committed under results/<name>_study/points is read, not remade)
+STUDIES = {name: study_rows.load(config, name) for name in study_plan.names(config)}
 
 
-def study_chain(wc):
-    """The chain (budget_study.chains) of snapshot ``wc.snapshot``."""
-    return STUDY_CHAINS[STUDY_SNAPSHOTS[wc.snapshot]["chain"]]
+def study_todo_pattern(st):
+    """The snapshots this run makes, as a wildcard pattern (none: a pattern no name matches)."""
+    return "|".join(s.replace(".", r"\.") for s in st.todo) or "none"
 
 
-def study_snapshot_inputs(wc):
-    """A snapshot's training inputs: the study's set, the start model, and the chain's previous snapshot (its run
-    goes on from there)."""
-    s = STUDY_SNAPSHOTS[wc.snapshot]
-    prev = [f"{STUDY_DIR}/models/{s['previous']}"] if s["previous"] else []
-    return {"data": f"{STUDY_DIR}/data/adapt.jsonl", "prev": prev,
-            "init": plan.init_inputs(config, study_chain(wc)["model"])}
+def study_data_kinds(st):
+    """The data files a study writes: its adaptation set, and the pretraining text of each base pretrained longer."""
+    return ["adapt"] + [f"pretrain\\.x{b['pretrain']}" for b in st.bases.values() if b["pretrain"] > 1]
 
 
-# the scale study (workflow/rules/scale_study.smk, included with `scale_study:`): sizes, chains and the snapshots this
-# run makes (a snapshot whose rows are committed under results/scale_study/points is read, not remade)
-SCALE_DIR = f"{R}/scale_study"
-SCALE_OUT = f"{RESULTS}/scale_study"
-SCALE_POINTS = plan_scale.points_dir(config) if plan_scale.study(config) else ""
-SCALE_CHAINS = plan_scale.chains(config)
-SCALE_SNAPSHOTS = plan_scale.snapshots(config, SCALE_CHAINS)
-SCALE_TODO = plan_scale.todo(config) if SCALE_CHAINS else {}
-SCALE_BUILT = plan_scale.built_sizes(config) if SCALE_CHAINS else []
-# this run's plan, named by its content: a run that would make something else is checked against the ceiling anew
-SCALE_PLAN = f"{SCALE_DIR}/plans/{plan_scale.plan_digest(SCALE_TODO, SCALE_BUILT)}.json"
+def study_data_rows(st, kind):
+    """Rows per task of a study's data file (``adapt`` or ``pretrain.x<m>``)."""
+    if kind == "adapt":
+        return {"n_adapt": int(st.spec["n_adapt"])}
+    return {"n_pretrain": int(SYN.get("n_pretrain", 3000)) * int(kind.rsplit("x", 1)[1])}
 
 
-def scale_chain(wc):
-    """The chain (plan_scale.chains) of snapshot ``wc.snapshot``."""
-    return SCALE_CHAINS[SCALE_SNAPSHOTS[wc.snapshot]["chain"]]
-
-
-def scale_base_inputs(size):
-    """A size's base as an input: the bf16 copy this run builds, or the released directory."""
-    if size == plan_scale.reference_size(config):  # the default's base: released, or trained in this run
+def study_base_inputs(st, base):
+    """A base as an input: the default's (released, or trained in this run), the bf16 copy this run builds, or the
+    released directory."""
+    if st.bases[base]["reference"]:
         return plan.model_inputs(config, "ar_base")
-    src = plan_scale.base_source(config, size, SCALE_DIR)
-    return [src] if size in SCALE_BUILT else plan.standin_inputs(config, src)
+    src = study_rows.base_source(config, st, base)
+    return [src] if base in st.built else plan.standin_inputs(config, src)
 
 
-def scale_snapshot_inputs(wc):
-    """A snapshot's training inputs: the study's set, its size's base, the plan's estimate (scale_plan), and the
-    chain's previous snapshot when this run makes it (its run goes on from there)."""
-    s = SCALE_SNAPSHOTS[wc.snapshot]
-    prev = [f"{SCALE_DIR}/models/{s['previous']}"] if s["previous"] in SCALE_TODO else []
-    return {"data": f"{SCALE_DIR}/data/adapt.jsonl", "prev": prev, "plan": ancient(SCALE_PLAN),
-            "init": scale_base_inputs(scale_chain(wc)["size"])}
+def study_stage_data(st, base, stage):
+    """The text a built base's stage trains on: the default's, or the longer pretraining text of its multiple."""
+    mult = st.bases[base]["pretrain"]
+    if stage == "pretrain" and mult > 1:
+        return f"{st.work}/data/pretrain.x{mult}.jsonl"
+    return plan.synthetic_files(config)[study_plan.stage_train(config, st.name, stage).get("dataset", stage)]
 
 
-def scale_points(kind):
-    """Every planned snapshot's ``kind`` file that exists or that this run makes."""
-    files = [plan_scale.point_files(config, s)[kind] for s in SCALE_SNAPSHOTS]
-    made = {plan_scale.point_files(config, s)[kind] for s in SCALE_TODO}
-    return [f for f in files if f in made or os.path.exists(f)]
+def study_train_inputs(st, snapshot):
+    """A snapshot's training inputs: the study's set, its base, the plan's estimate, and the chain's previous
+    snapshot when this run makes it (its run goes on from there)."""
+    s = st.snapshots[snapshot]
+    prev = [f"{st.work}/models/{s['previous']}"] if s["previous"] in st.todo else []
+    return {"data": f"{st.work}/data/adapt.jsonl", "prev": prev, "plan": ancient(st.plan_file),
+            "init": study_base_inputs(st, st.chain_of(snapshot)["base"])}
+
+
+def study_snapshot_priority(st, snapshot):
+    return study_plan.priority(config, st.name, st.chain_of(snapshot), st.snapshots[snapshot]["budget"])
+
+
+def study_train_minutes(st, snapshot, attempt):
+    return study_plan.runtime_minutes(config, st.name, st.chain_of(snapshot), attempt)

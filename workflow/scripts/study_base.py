@@ -1,6 +1,6 @@
-"""One stage of a scale-study base (pretrain or sft of one size): the default base's training with the size's shape
-and scaled learning rates, in the default base's data-parallel processes (one thread each on the CPU); resumes
-from run/checkpoints when a previous run was killed."""
+"""One training stage of a base a study builds (pretrain or sft): the default base's training with the base's shape,
+scaled learning rates and steps, in the default base's data-parallel processes (one thread each on the CPU);
+resumes from run/checkpoints when a previous run was stopped."""
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
@@ -18,15 +18,18 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.training.data import check_train_files
     from fastdllm_core.training.launch import train_processes
     from fastdllm_core.training.loop import train
+    from study_specs import StudyJob
 
     sm = snakemake  # noqa: F821
+    job = StudyJob(**sm.params.job)
     device = jobs.require_device(sm.config)
-    config = TrainConfig.from_dict(sm.params.cfg)  # a bad key or value is named before anything is written
+    config = TrainConfig.from_dict(job.train)  # a bad key or value is named before anything is written
     check_train_files(config.data.train_files)
-    run_dir = Path(sm.params.run_dir)
+    run_dir = Path(job.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(sm.params.cfg, sort_keys=False))
-    print(f"{sm.params.name}: {sm.params.recipe}, shape {sm.params.shape}, lr {config.optim.lr:g}, "
+    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(job.train, sort_keys=False))
+    jobs.start_over_if_changed(run_dir, config, job.label)  # a changed setting trains from step 0
+    print(f"{job.label}: {job.meta['recipe']}, shape {job.meta['shape']}, lr {config.optim.lr:g}, "
           f"{config.optim.max_steps} steps, {sm.threads} process(es)", flush=True)
     if config.train.device == "cpu" and sm.threads > 1:
         final = train_processes(config, run_dir, sm.threads)
@@ -36,7 +39,7 @@ with logged(snakemake):  # noqa: F821
         rows = list(csv.DictReader(fh))
     if not rows:
         raise RuntimeError(f"{run_dir / 'metrics.csv'} has no rows")
-    extra = {"model": sm.params.name, "recipe": sm.params.recipe, "size": sm.params.size, "stage": sm.wildcards.stage,
+    extra = {"model": job.label, "recipe": job.meta["recipe"], "base": job.meta["base"], "stage": job.meta["stage"],
              "lr": config.optim.lr, "device": device}
     write_csv_atomic(sm.output.metrics, [dict(extra, **r) for r in rows])
     print(f"final checkpoint: {final}; final loss {rows[-1]['loss']}")

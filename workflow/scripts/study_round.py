@@ -1,5 +1,5 @@
-"""A built base in bf16: every floating tensor of the checkpoint rounded to bfloat16 (what the study scores, adapts
-and releases; loaded back in the job's dtype, float32 on a CPU)."""
+"""A base a study built, in bf16: every floating tensor of the checkpoint rounded to bfloat16 (what the study scores,
+adapts and releases; loaded back in the job's dtype, float32 on a CPU)."""
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)

@@ -1,0 +1,16 @@
+"""A study's tidy CSVs, fit, page and figure (analysis/study.py: pure functions of the rows under
+results/<study>/points).  ``snakemake.params.study``: the keywords of :func:`analysis.study.report` (name, x, title,
+describe, missing, columns, points, labels, pretrain_tokens, threshold); the input and output names are its
+others."""
+import sys
+
+sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
+from joblog import logged  # noqa: E402
+
+with logged(snakemake):  # noqa: F821
+    from analysis import study
+
+    sm = snakemake  # noqa: F821
+    inputs = {k: list(getattr(sm.input, k)) for k in ("accuracy", "speed", "metrics", "bases")}
+    outputs = {k: getattr(sm.output, k) for k in study.OUTPUTS}
+    print(study.report(**inputs, **dict(sm.params.study), **outputs))
