@@ -39,9 +39,10 @@ def _paper_gap(g: dict, col_ids: list[str]) -> tuple[float | None, str]:
 
 
 def picture_rows(spec: dict, cells: dict) -> list[dict]:
-    """One dict per row of ``spec['gaps']`` (workflow/lib/summary_pairs.gap_rows): ``label``, ``baseline``, ``gap``
-    (b - a of the Avg. cells, None when n/a), ``noise`` (the two half-widths added), ``verdict``, ``paper_label``,
-    ``paper_gap`` (None when the paper gives no pair) and ``columns`` (how many columns the Avg. is over)."""
+    """One dict per row of ``spec['gaps']`` (workflow/fastdllm_dag/job/summary_pairs.gap_rows): ``label``, ``baseline``,
+    ``gap`` (b - a of the Avg. cells, None when n/a), ``noise`` (the two half-widths added), ``verdict``,
+    ``paper_label``, ``paper_gap`` (None when the paper gives no pair) and ``columns`` (how many columns the Avg. is
+    over)."""
     label = {g["model"]: g["label"] for g in spec["groups"]}
     col_ids = [c["id"] for c in spec["columns"] if c["id"] != "avg"]
     out = []

@@ -1,5 +1,5 @@
 """What a run of the DAG found, as one Markdown page: a pure function of the results CSVs and a spec made from the
-config (``workflow/lib/report_specs.summary_spec``).
+config (``workflow/fastdllm_dag/job/report_specs.summary_spec``).
 
 Every number the README quotes about the embedded default comes from this page: the DAG writes it as
 ``results/<scale>/summary.md`` with its picture ``summary.png`` beside it (rule ``summary``), and

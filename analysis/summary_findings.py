@@ -5,8 +5,8 @@ Accuracy: a difference is a finding ("beyond noise") only when the two 95% inter
 the rule of the page's ``## Comparisons`` lines too).  Each sentence gives the two rows' Avg. with its interval,
 their difference, and the columns beyond noise.
 
-Speed: the batch sweep times every model in interleaved rounds (``workflow/lib/bench_run.measure_rounds``) and
-keeps every round's tokens/s (``tokens_per_s_rounds``; round r of every row is the same pass over the models).  An
+Speed: the batch sweep times every model in interleaved rounds (``workflow/fastdllm_dag/job/bench_run.measure_rounds``)
+and keeps every round's tokens/s (``tokens_per_s_rounds``; round r of every row is the same pass over the models).  An
 AR row adapted from the AR base (NTP) has the base's architecture, so the same work per token: without timing noise
 its ratio to the base would be 1 in every round.  The largest distance from 1 of that ratio over the rounds is the
 timing noise; the recipe is "slower (faster) than the AR base beyond the timing noise" at a batch size only when

@@ -12,7 +12,7 @@ and after the AR base's 900 steps of pretraining and instruct tuning its accurac
 reproducibility: the AVX2 path on every CPU that has it), ``ATEN_CPU_CAPABILITY=avx2`` and
 ``ONEDNN_MAX_CPU_ISA=AVX2``.  A value the user set is kept (``FASTDLLM_CPU_ISA=native`` leaves the machine's own
 choice, for speed).  Where the CPU has no AVX2, or is not x86, nothing is pinned and the rows say so
-(:func:`describe`).  The DAG's jobs pin in ``workflow/lib/joblog.py``, the command line in
+(:func:`describe`).  The DAG's jobs pin in ``workflow/fastdllm_dag/job/log.py``, the command line in
 ``fastdllm_core.cli``, the test suite in ``tests/conftest.py``; child processes (``torchrun``) inherit it.
 """
 from __future__ import annotations

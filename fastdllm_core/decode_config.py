@@ -248,7 +248,7 @@ class DecodeConfig:
     def from_slug(cls, slug: str, **rest) -> "DecodeConfig":
         """The setting a point name stands for; ``rest`` sets the fields a name does not carry (``max_new_tokens``,
         sampling).  ``ar`` gives the defaults (the AR baseline uses only ``max_new_tokens``).  A ``@N`` item limit
-        after the name is ignored (see ``workflow/lib/plan.py``)."""
+        after the name is ignored (see ``workflow/fastdllm_dag/plan/models.py``)."""
         slug = slug.split("@", 1)[0]
         if slug == AR_SLUG:
             return cls(**rest)

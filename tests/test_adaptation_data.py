@@ -1,11 +1,10 @@
 """The adaptation data (fastdllm_core.training.adaptation_data, rule adaptation_data) and the n/a rows of trained
-models without training data (workflow/lib/plan_data.py)."""
+models without training data (workflow/fastdllm_dag/plan/data.py)."""
 import copy
 import hashlib
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,11 @@ from conftest import smk
 from fastdllm_core import rehearsal
 from fastdllm_core.training import adaptation_data as ad
 from fastdllm_core.training.data import check_row, to_messages
+from fastdllm_dag.plan import data as plan_data
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
-import plan_data  # noqa: E402
-import plan_points  # noqa: E402
 
 # rows in the dataset's own schema (dataset card / NeMo-Curator's tutorial): input, output, reasoning, ...
 ROW_ON = {"input": [{"role": "user", "content": "2+2?"}], "output": "<think>add</think>4", "reasoning": "on",

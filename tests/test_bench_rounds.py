@@ -1,18 +1,17 @@
-"""The sweep job's interleaved rounds (workflow/lib/bench_run.measure_rounds, ``bench.rounds``): every model's
-runs measured in each round, the order reversed every other round, each run's fastest round kept; and rule bench's
-script (workflow/scripts/bench.py) measuring two tiny checkpoints that way, an unloadable model's n/a rows in
+"""The sweep job's interleaved rounds (workflow/fastdllm_dag/job/bench_run.measure_rounds, ``bench.rounds``): every
+model's runs measured in each round, the order reversed every other round, each run's fastest round kept; and rule
+bench's script (workflow/scripts/bench.py) measuring two tiny checkpoints that way, an unloadable model's n/a rows in
 their place."""
 import csv
 import runpy
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from fastdllm_dag.job import bench_run
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import bench_run  # noqa: E402
 
 
 def _fake(speeds: dict, calls: list):

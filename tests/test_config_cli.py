@@ -6,19 +6,17 @@ before the schema check; a value that still does not fit is refused naming its f
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import smk
+from fastdllm_dag.plan import checks as plan_checks
+from fastdllm_dag.plan import models as plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
-import plan_checks  # noqa: E402
 
 
 @pytest.fixture(scope="module")

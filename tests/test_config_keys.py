@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from fastdllm_core.cli import train as train_cli
 from fastdllm_core.training import config as train_config
 from fastdllm_core.training import loop
 from fastdllm_core.training.config import DEFAULTS, TrainConfig, UnknownKey, check_keys, merge_config
+from fastdllm_dag.plan import checks as plan_checks
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan_checks  # noqa: E402
 
 
 @pytest.fixture

@@ -45,10 +45,10 @@ def _child_capability(code: str, env: dict) -> str:
 
 @needs_avx2
 def test_dag_jobs_pin_before_torch_loads():
-    """workflow/lib/joblog.logged (every DAG job) pins in a process that starts unpinned; a variable the
+    """workflow/fastdllm_dag/job/log.logged (every DAG job) pins in a process that starts unpinned; a variable the
     user set (here: ATen's generic path) wins, and torch then really runs that path."""
     env = {k: v for k, v in os.environ.items() if k not in cpu_numerics.PINNED}
-    code = ("import sys, types; sys.path.insert(0, 'workflow/lib'); from joblog import logged\n"
+    code = ("import types; from fastdllm_dag.job.log import logged\n"
             "sm = types.SimpleNamespace(log=[], threads=1, rule='x')\n"
             "with logged(sm):\n    import os, torch\n"
             "    print(os.environ['MKL_CBWR'], torch.backends.cpu.get_cpu_capability())")

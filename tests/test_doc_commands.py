@@ -19,12 +19,12 @@ line by line (backslash continuations joined, ``# comments`` and leading ``VAR=v
 Paths: every repository path (``scripts/ docs/ workflow/ fastdllm_core/ tests/ config/ results/ profiles/
 analysis/``) named in README.md, docs/*.md, config/*.yaml comments, tests/data/**, profiles/*/config.yaml comments
 and the comments and docstrings of workflow/**/*.py and *.smk exists, and so does every dotted name
-``fastdllm_core.a.b`` there (a module, or an attribute of one; ``workflow/lib/plan.train_nodes`` likewise names
-``train_nodes`` of workflow/lib/plan.py).  Not checked, by rule: a path with a placeholder (``<``, ``{``, ``*``,
-``...``), a path git ignores (``git check-ignore``: the outputs a run writes, e.g. results/tiny/...), a path
-assigned to a variable (``OUT=results/gpu/x``: where a command is told to write), and tests/data's stored copy of a
-page at a commit (``SNAPSHOTS``: its names are that commit's).  ``<commit>:path`` (git's rev:path) names a file at
-that commit: checked with ``git cat-file -e`` (how the docs cite a removed script).
+``fastdllm_core.a.b`` there (a module, or an attribute of one; ``workflow/fastdllm_dag/plan/models.train_nodes``
+likewise names ``train_nodes`` of workflow/fastdllm_dag/plan/models.py).  Not checked, by rule: a path with a
+placeholder (``<``, ``{``, ``*``, ``...``), a path git ignores (``git check-ignore``: the outputs a run writes, e.g.
+results/tiny/...), a path assigned to a variable (``OUT=results/gpu/x``: where a command is told to write), and
+tests/data's stored copy of a page at a commit (``SNAPSHOTS``: its names are that commit's).  ``<commit>:path`` (git's
+rev:path) names a file at that commit: checked with ``git cat-file -e`` (how the docs cite a removed script).
 """
 from __future__ import annotations
 
@@ -332,7 +332,8 @@ def _path_problems() -> list[str]:
 
 
 def _module_attribute(p: str) -> bool:
-    """``workflow/lib/plan.py``'s ``train_nodes`` written ``workflow/lib/plan.train_nodes``: the file defines it."""
+    """``workflow/fastdllm_dag/plan/models.py``'s ``train_nodes`` written
+    ``workflow/fastdllm_dag/plan/models.train_nodes``: the file defines it."""
     m = re.match(r"^(.+)\.(\w+)$", p)
     if not m or not (ROOT / f"{m.group(1)}.py").is_file():
         return False

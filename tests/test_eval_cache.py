@@ -4,16 +4,14 @@ never reused, and the key follows the data source, the data-choosing environment
 import csv
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from fastdllm_core.provenance import config_hash
+from fastdllm_dag.job import common as jobs
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import jobs  # noqa: E402
 
 
 def _write_point(tmp_path, rows, key="k1"):

@@ -1,21 +1,19 @@
-"""The evaluation cost model and the shard plan (workflow/lib/eval_cost.py): known points, a budget that splits a
-point into n shard jobs, and no shard (the same DAG) without eval.shards."""
+"""The evaluation cost model and the shard plan (workflow/fastdllm_dag/plan/eval_cost.py): known points, a budget that
+splits a point into n shard jobs, and no shard (the same DAG) without eval.shards."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
+from fastdllm_dag.plan import eval_cost
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
+from fastdllm_dag.plan import summaries as plan_summaries
 
-import eval_cost  # noqa: E402
-import plan  # noqa: E402
-import plan_points  # noqa: E402
-import plan_summaries  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _config(name="config.yaml", **shards):

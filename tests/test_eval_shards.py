@@ -199,13 +199,11 @@ def test_dag_scripts_merge_shards_into_the_points_rows(setup, tmp_path, monkeypa
     EvalPlus one)."""
     import csv
     import runpy
-    import sys
     from pathlib import Path
     from types import SimpleNamespace
 
     root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "workflow" / "lib"))
-    import eval_cost
+    from fastdllm_dag.plan import eval_cost
 
     model, suite = setup
     src = str(Path(model.source))

@@ -21,10 +21,8 @@ import yaml
 from analysis.results_io import load_csv
 from conftest import smk
 from fake_hub import COMMIT, FakeHub, gsm8k_files
+from fastdllm_dag.plan import points as plan_points
 from test_rehearsal import ROOT, rehearsal_config
-
-# isort: split
-import plan_points  # noqa: E402 (workflow/lib, on the path through test_rehearsal)
 
 REPO = "openai/gsm8k"
 TEST_ROWS = [{"question": f"Stand-in question {i}: Ann has {i + 2} pens and buys {i} more. How many pens?",

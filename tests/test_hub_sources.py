@@ -153,11 +153,7 @@ def test_gpu_figure_builds_with_na_rows(tmp_path):
 
 def test_config_check_knows_the_hub_prompt_tasks():
     """plan_checks lets bench.prompts_from be a Hub task without data.eval_paths: the same list the loader has."""
-    from pathlib import Path
-
     from fastdllm_core.bench.prompt_source import HUB_TASKS
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "lib"))
-    import plan_checks
+    from fastdllm_dag.plan import checks as plan_checks
 
     assert plan_checks.BENCH_HUB_TASKS == HUB_TASKS

@@ -71,8 +71,6 @@ def test_evaluation_job_goes_on_past_a_task_missing_its_extra(ck, tmp_path, monk
                          output=[str(tmp_path / "out.csv")], scriptdir=str(ROOT / "workflow" / "scripts"),
                          rule="evaluate")
     monkeypatch.setattr(sys, "path", list(sys.path))
-    for cached in ("jobs", "joblog"):  # imported by an earlier test under another sys.path
-        monkeypatch.delitem(sys.modules, cached, raising=False)
     runpy.run_path(str(ROOT / "workflow" / "scripts" / "evaluate.py"), init_globals={"snakemake": sm})
     import csv
 

@@ -1,19 +1,18 @@
-"""Table 1's difference pairs say what they are (workflow/lib/pairs.py): a row's baseline may be any row, its
-``relation`` is checked where the config can show it, and the labels of the summary page and Table 1's notes follow
+"""Table 1's difference pairs say what they are (workflow/fastdllm_dag/plan/pairs.py): a row's baseline may be any row,
+its ``relation`` is checked where the config can show it, and the labels of the summary page and Table 1's notes follow
 it; each baseline model's departures from its authors' evaluation reach the notes."""
 import copy
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from fastdllm_dag.job import report_specs
+from fastdllm_dag.plan import checks as plan_checks
+from fastdllm_dag.plan import pairs
+from fastdllm_dag.plan import points as plan_points
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import pairs  # noqa: E402
-import plan_checks  # noqa: E402
-import plan_points  # noqa: E402
-import report_specs  # noqa: E402
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "lib"))
-import plan  # noqa: E402
+from fastdllm_dag.plan import models as plan
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "snakemake --profile profiles/local-gpu --configfile config/paper.yaml"

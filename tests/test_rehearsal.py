@@ -19,14 +19,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from analysis.results_io import load_csv
 from conftest import smk
+from fastdllm_dag.job import common as jobs
+from fastdllm_dag.job import report_specs
+from fastdllm_dag.plan import models as plan
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import jobs  # noqa: E402
-import plan  # noqa: E402
-import report_specs  # noqa: E402
-from analysis.results_io import load_csv  # noqa: E402
 
 OUTPUTS = {"tables": ["table1_main", "table2_recipe_ablation", "table3_subblock_size", "table4_block_size_mismatch",
                       "table5_case_single_turn", "table6_case_multi_turn"],

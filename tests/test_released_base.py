@@ -4,19 +4,17 @@ current -- its files match its manifest, and neither the settings that build it 
 its recipes changed since it was built (else: rebuild it)."""
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fastdllm_core import release
+from fastdllm_dag.plan import checks as plan_checks
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import released
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
-import plan_checks  # noqa: E402
-import released  # noqa: E402
 
 NUMERICS = ROOT / "tests" / "data" / "numerics" / "training.json"
 REBUILD = ("rebuild it: `snakemake --cores all release_base --config build_released=True`, then commit "

@@ -1,29 +1,26 @@
-"""Tables and figures wait only on what they show (workflow/lib/report_inputs.py): each reads the evaluation-job
-CSVs of its own models and its own throughput sweep, never the collected accuracy.csv / throughput.csv; built from
-those inputs alone it is the same as built from every result; with released checkpoints and training data present,
-Tables 3-4 and Figures 1a, 4, 6a plan no training job."""
+"""Tables and figures wait only on what they show (workflow/fastdllm_dag/plan/report_inputs.py): each reads the
+evaluation-job CSVs of its own models and its own throughput sweep, never the collected accuracy.csv / throughput.csv;
+built from those inputs alone it is the same as built from every result; with released checkpoints and training data
+present, Tables 3-4 and Figures 1a, 4, 6a plan no training job."""
 import csv
 import filecmp
 import random
 import re
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from analysis.results_io import load_csv, load_csvs, load_throughput
 from conftest import smk
+from fastdllm_core.decode_config import DecodeConfig
+from fastdllm_core.provenance import write_csv_atomic
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
+from fastdllm_dag.plan import report_inputs, report_rules
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
-import plan_points  # noqa: E402
-import report_inputs  # noqa: E402
-import report_rules  # noqa: E402
-from analysis.results_io import load_csv, load_csvs, load_throughput  # noqa: E402
-from fastdllm_core.decode_config import DecodeConfig  # noqa: E402
-from fastdllm_core.provenance import write_csv_atomic  # noqa: E402
 
 
 def _config(name):
@@ -80,8 +77,8 @@ def _write_results(config, d: Path):
 
 
 def _build(name, config, out: Path, acc, thr):
-    import report_specs
     from analysis.tables import write_table
+    from fastdllm_dag.job import report_specs
 
     out.parent.mkdir(exist_ok=True)
 

@@ -1,7 +1,6 @@
 """Numbers that match the commit: the committed results page was made by the committed code, its picture is the one
 the page records, the README block is made from them, and the page is a pure function of the results CSVs."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "embedded_default_results.md"
 DOC_PNG = ROOT / "docs" / "embedded_default_results.png"
 KEPT = ROOT / "results" / "cross_cpu" / "intel_xeon_11322d2"  # a full run's CSVs and its (older-format) page
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 
 def _update_script():
@@ -98,8 +96,8 @@ def _acc_rows():
 def test_summary_page_is_a_pure_function_of_the_csvs_and_says_what_is_a_finding():
     import yaml
 
-    import plan
-    import report_specs
+    from fastdllm_dag.job import report_specs
+    from fastdllm_dag.plan import models as plan
 
     cfg = plan.expand_seeds(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
     spec = report_specs.summary_spec(cfg)
@@ -130,8 +128,8 @@ def test_summary_page_is_a_pure_function_of_the_csvs_and_says_what_is_a_finding(
 def _spec():
     import yaml
 
-    import plan
-    import report_specs
+    from fastdllm_dag.job import report_specs
+    from fastdllm_dag.plan import models as plan
 
     return report_specs.summary_spec(plan.expand_seeds(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())))
 

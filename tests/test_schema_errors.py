@@ -3,18 +3,16 @@ what is allowed (before: Snakemake printed the schema and the config, ~500 lines
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import smk
+from fastdllm_dag.plan import checks as plan_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan_checks  # noqa: E402
 
 
 @pytest.fixture(scope="module")

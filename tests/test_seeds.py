@@ -1,7 +1,6 @@
 """Findings that survive seeds: every adaptation trained once per seed, tables averaging them with an interval
 that includes the spread between seeds, and each Table 1 row differenced against its own baseline."""
 import copy
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -9,12 +8,11 @@ import pytest
 import yaml
 
 from fastdllm_core.intervals import seed_interval, wilson_pct
+from fastdllm_dag.plan import checks as plan_checks
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
-import plan_checks  # noqa: E402
-import plan_points  # noqa: E402
 
 
 def load(name):
@@ -78,7 +76,7 @@ def _rows(model, values, task="synth_arith", metric="exact_match_strict", n=256)
 
 
 def test_table_rows_are_seed_means_with_their_interval():
-    import report_specs
+    from fastdllm_dag.job import report_specs
 
     cfg = plan.expand_seeds(load("config.yaml"))
     acc = pd.DataFrame(_rows("ar_base", [62.5]) + _rows("ntp", [58.0, 64.0, 60.0]) +

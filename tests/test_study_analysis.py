@@ -3,7 +3,6 @@ base, block diffusion to NTP), the fit against the study's x axis, the page and 
 studies remade from their committed rows, every number and every cell of their pages as committed."""
 import glob
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,13 +14,12 @@ from analysis.results_io import load_csv, load_csvs
 from analysis.study_frame import levers_as_text
 from analysis.study_paper import PAPER_RATIOS, paper_gaps
 from fastdllm_core.provenance import write_csv_atomic
+from fastdllm_dag.plan import points as plan_points
 
 ROOT = Path(__file__).resolve().parents[1]
 # the studies' outputs as the two analyses before this one wrote them (main 322764e): the numbers a remade report
 # must keep
 BEFORE = ROOT / "tests" / "data" / "studies_before"
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan_points  # noqa: E402
 
 COLUMNS = {"gsm8k": {"task": "synth_arith", "metric": "exact_match_strict"},
            "humaneval_base": {"task": "synth_code", "metric": "pass@1_base"}}

@@ -1,4 +1,4 @@
-"""The studies' plan (workflow/lib/study_plan.py, study_checks.py, study_rows.py, study_specs.py; rules
+"""The studies' plan (workflow/fastdllm_dag/plan/study.py, study_checks.py, study_rows.py, study_specs.py; rules
 workflow/rules/studies.smk): the three studies of config/config.yaml (budget, scale, pretrain) planned from the
 config, the jobs of the first two equal to what the two plans they replace gave, a study that is only a config
 entry planned by the real Snakefile, the named errors before any work, the committed rows a run keeps, and the
@@ -8,7 +8,6 @@ import copy
 import csv
 import math
 import re
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,14 +18,11 @@ import yaml
 from safetensors.torch import load_file
 
 from conftest import smk
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import study as sp
+from fastdllm_dag.plan import study_checks, study_rows, study_specs
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
-import study_checks  # noqa: E402
-import study_plan as sp  # noqa: E402
-import study_rows  # noqa: E402
-import study_specs  # noqa: E402
 
 DEFAULT_PARAMS = 886912  # the released default base's parameters (tests/test_released_base.py: its files)
 BASE_TOKENS = 200 * 4 * 256  # the default's adaptation tokens: training.optim max_steps x batch_size x seq_len
@@ -458,8 +454,9 @@ def test_the_ci_config_plans_its_studies():
 
 # --------------------------------------------------- the planned jobs of the two studies equal the old plans'
 # chain: (init of its training: the base, lr, seed, {budget: steps}, runtime minutes of one attempt), as
-# workflow/lib/plan_budget.py and plan_scale.py gave them at 322764e (git show 322764e:workflow/lib/plan_budget.py):
-# the default config, no rows made, w192 and w256 released in results/released; batch 4 everywhere
+# workflow/fastdllm_dag/plan/budget.py and plan_scale.py gave them at 322764e (git show
+# 322764e:workflow/fastdllm_dag/plan/budget.py): the default config, no rows made, w192 and w256 released in
+# results/released; batch 4 everywhere
 OLD_CHAINS = {
     "budget": {
         "bd_pad_cm.s0": ("results/released/tiny_ar_base", 1e-4, 0, {1: 200, 4: 800, 16: 3200}, 110),

@@ -17,7 +17,6 @@ from analysis.summary_findings import FASTER, SLOWER, WITHIN_TIMING, pair_senten
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "results" / "cross_cpu" / "intel_xeon_11322d2"  # the CSVs of a full run of the embedded default
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 
 def c(mean, half):
@@ -27,8 +26,8 @@ def c(mean, half):
 def default_spec():
     import yaml
 
-    import plan
-    import report_specs
+    from fastdllm_dag.job import report_specs
+    from fastdllm_dag.plan import models as plan
 
     return report_specs.summary_spec(plan.expand_seeds(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())))
 
@@ -163,7 +162,7 @@ def test_a_paper_baseline_must_be_a_row_of_the_papers_table1():
 
     import yaml
 
-    import plan_checks
+    from fastdllm_dag.plan import checks as plan_checks
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     plan_checks.check(cfg)

@@ -1,7 +1,7 @@
 """The two test tiers (issue 69; the rule and the guard: tests/conftest.py's docstring, tests/tiers.py).  The fast
-tier still imports every module: every module of fastdllm_core/ and analysis/, every library module of workflow/lib;
-the job scripts of workflow/scripts (and ``__main__`` modules) run only under snakemake (or as a command), so they
-are compiled, not imported."""
+tier still imports every module: every module of fastdllm_core/ and analysis/, every library module of
+workflow/fastdllm_dag; the job scripts of workflow/scripts (and ``__main__`` modules) run only under snakemake (or as a
+command), so they are compiled, not imported."""
 from __future__ import annotations
 
 import ast
@@ -23,7 +23,8 @@ def _package_modules(name: str) -> list[str]:
     return [name] + sorted(m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{name}."))
 
 
-MODULES = _package_modules("fastdllm_core") + _package_modules("analysis")
+MODULES = (_package_modules("fastdllm_core") + _package_modules("analysis")
+           + _package_modules("fastdllm_dag"))
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if not m.endswith(".__main__")])
@@ -31,10 +32,11 @@ def test_every_module_of_the_package_and_the_analysis_imports(name):
     assert importlib.import_module(name).__name__ == name
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "workflow" / "lib").glob("*.py")), ids=lambda p: p.name)
-def test_every_module_of_the_dag_library_imports(path, monkeypatch):
-    monkeypatch.syspath_prepend(str(path.parent))
-    assert Path(importlib.import_module(path.stem).__file__).resolve() == path.resolve()
+@pytest.mark.parametrize("path", sorted((ROOT / "workflow" / "fastdllm_dag").rglob("*.py")),
+                         ids=lambda p: p.relative_to(ROOT / "workflow").as_posix())
+def test_every_module_of_the_dag_library_imports(path):  # this checkout's, installed (pip install -e .)
+    name = ".".join(path.relative_to(ROOT / "workflow").with_suffix("").parts).removesuffix(".__init__")
+    assert Path(importlib.import_module(name).__file__).resolve() == path.resolve()
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "workflow" / "scripts").glob("*.py"))
@@ -45,8 +47,9 @@ def test_every_job_script_compiles(path):
 
 def test_the_walk_finds_the_subpackages():  # the imports above must cover the tree
     assert {"fastdllm_core.training.loop", "fastdllm_core.evaluation.sandbox.worker", "analysis.tables"} <= set(MODULES)
-    files = {p for d in ("fastdllm_core", "analysis") for p in (ROOT / d).rglob("*.py")}
-    assert len(MODULES) == len(files), "a module under fastdllm_core/ or analysis/ is not reached by the walk"
+    dirs = ("fastdllm_core", "analysis", "workflow/fastdllm_dag")
+    files = {p for d in dirs for p in (ROOT / d).rglob("*.py")}
+    assert len(MODULES) == len(files), f"a module under {dirs} is not reached by the walk"
 
 
 # ------------------------------------------------------------------------------------------------ the rule

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,10 +23,9 @@ from fastdllm_core.training.memory import (
     n_params,
     plan_training,
 )
+from fastdllm_dag.plan import models as plan
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import plan  # noqa: E402
 
 Q15, Q7 = PUBLISHED_CONFIGS["Qwen/Qwen2.5-1.5B-Instruct"], PUBLISHED_CONFIGS["Qwen/Qwen2.5-7B-Instruct"]
 H80 = 80 * 10**9

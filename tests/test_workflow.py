@@ -2,7 +2,6 @@
 granularity, GPU checks (the slow end-to-end run of config/ci.yaml: test_workflow_e2e.py)."""
 import copy
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,14 +9,13 @@ import yaml
 
 from conftest import smk
 from fastdllm_core.decode_config import DecodeConfig
+from fastdllm_dag.job import common as jobs
+from fastdllm_dag.plan import checks as plan_checks
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
+from fastdllm_dag.plan import summaries as plan_summaries
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "lib"))
-import jobs  # noqa: E402
-import plan  # noqa: E402
-import plan_checks  # noqa: E402
-import plan_points  # noqa: E402
-import plan_summaries  # noqa: E402
 
 
 def default_config():
@@ -259,7 +257,7 @@ def test_a_sampling_field_on_a_masked_diffusion_model_is_refused_not_dropped():
 
 
 def test_table2_labels_a_released_row_beside_trained_ones():
-    import report_specs
+    from fastdllm_dag.job import report_specs
 
     cfg = paper_config()
     assert report_specs.table2_provenance(cfg)[0] == {}
@@ -314,7 +312,7 @@ def test_every_point_round_trips_through_decode_config(which):
 
 
 def test_report_rules_are_the_tables_and_figures():
-    import report_rules
+    from fastdllm_dag.plan import report_rules
 
     rules = report_rules.report_rules(default_config())
     assert [r["name"] for r in rules] == report_rules.TABLE_NAMES + report_rules.FIGURE_NAMES

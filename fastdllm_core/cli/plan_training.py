@@ -5,7 +5,7 @@ Exits 1 naming the model and the numbers when a plan does not fit.
 
 The config files are merged as Snakemake merges ``--configfile`` s (over config/config.yaml unless the first says
 ``standalone: true``), and each model's training config is resolved by the DAG's own code
-(``workflow/lib/plan.py``: ``expand_seeds``, ``trained_models``, ``training_config``).
+(``workflow/fastdllm_dag/plan/models.py``: ``expand_seeds``, ``trained_models``, ``training_config``).
 """
 from __future__ import annotations
 
@@ -23,13 +23,8 @@ PLAN_KEYS = ("gpus", "gpu_mem_gb", "nodes")
 
 
 def dag_plan():
-    """The DAG's ``workflow/lib/plan.py`` (imported, not copied)."""
-    lib = REPO / "workflow" / "lib"
-    if not (lib / "plan.py").is_file():
-        raise ValueError(f"workflow/lib/plan.py not found under {REPO}: run from a checkout of the repository")
-    if str(lib) not in sys.path:
-        sys.path.insert(0, str(lib))
-    import plan
+    """The DAG's plan, ``fastdllm_dag.plan.models`` (imported, not copied)."""
+    from fastdllm_dag.plan import models as plan
 
     return plan
 
@@ -44,8 +39,7 @@ def load_config(files: list[str]) -> dict:
         over = merge_config(over, yaml.safe_load(p.read_text()) or {})
     config = over if over.get("standalone") else merge_config(
         yaml.safe_load((REPO / "config" / "config.yaml").read_text()), over)
-    dag_plan()  # workflow/lib on the path
-    import plan_checks
+    from fastdllm_dag.plan import checks as plan_checks
 
     try:  # the DAG's schema: a bad key or value named before any planning
         plan_checks.validate_schema(config, REPO / "workflow" / "schemas" / "config.schema.yaml")

@@ -251,7 +251,7 @@ if [ -n "$TRAIN_ONLY" ]; then  # the model's training metrics under the run's re
 import sys
 from fastdllm_core.cli.plan_training import load_config  # the DAG's merge over config/config.yaml, its schema
 config = load_config(sys.argv[2:])
-import plan  # workflow/lib: on the path from load_config
+from fastdllm_dag.plan import models as plan
 model = sys.argv[1]
 if "train" not in (config["models"].get(model) or {}):
     sys.exit(f"REHEARSAL_TRAIN_ONLY={model!r}: no such trained model in {sys.argv[2:]} "

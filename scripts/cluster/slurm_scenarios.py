@@ -46,9 +46,8 @@ SPAN = 1.4      # training sized to this many jobs' worth of steps
 def steps_per_s(config: dict, model: str, short: int = 20, long: int = 80) -> float:
     """Optimiser steps per second of ``model``'s training config here (2 processes): the wall-time difference of a
     ``long`` and a ``short`` run (after a first, cold one), so that start-up does not count."""
-    sys.path.insert(0, "workflow/lib")
-    import plan
     from fastdllm_core.training.launch import train_processes
+    from fastdllm_dag.plan import models as plan
 
     m = config["models"][model]["train"]
     walls = []

@@ -1,5 +1,5 @@
 """One-off: the budget study's committed results as per-snapshot rows under results/budget_study/points/, the form
-every study keeps (workflow/lib/study_plan.py), so that its report is remade from committed rows.
+every study keeps (workflow/fastdllm_dag/plan/study.py), so that its report is remade from committed rows.
 
 The study ran (2026-11-27) before its rows were kept per snapshot; what was committed is every accuracy row
 (budget_study_rows.csv) and the summary (budget_study.csv).  This writes:

@@ -46,9 +46,10 @@ rule evaluate:
 
 rule evaluate_shard:
     """One shard of a decoding point whose estimated cost exceeds one job's budget (eval.shards;
-    workflow/lib/eval_cost.py): a contiguous item range of the point (in every subtask), its per-item results kept
-    for rule evaluate to merge into the point's rows, and each answer kept as it comes (lm-eval's request cache, or
-    EvalPlus answers' JSONL) so that a killed shard resumes where it stopped (workflow/scripts/evaluate_shard.py)."""
+    workflow/fastdllm_dag/plan/eval_cost.py): a contiguous item range of the point (in every subtask), its per-item
+    results kept for rule evaluate to merge into the point's rows, and each answer kept as it comes (lm-eval's request
+    cache, or EvalPlus answers' JSONL) so that a killed shard resumes where it stopped
+    (workflow/scripts/evaluate_shard.py)."""
     input:
         model=lambda wc: plan.model_inputs(config, SHARD_JOBS[wc.shard]["model"]),
         data=lambda wc: task_inputs(SHARD_JOBS[wc.shard]["task"]),

@@ -5,20 +5,19 @@ import sys
 import yaml
 from snakemake.utils import validate
 
-sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
-import plan  # noqa: E402  (the DAG plan as data: models, training)
-import plan_points  # noqa: E402  (decoding points, evaluation jobs, sweeps)
-import plan_checks  # noqa: E402
-import plan_data  # noqa: E402  (the adaptation data; trained rows without training data)
-import plan_summaries as summaries  # noqa: E402  (dry-run messages)
-import eval_cost  # noqa: E402  (evaluation cost estimates and shards, eval.shards)
-import released  # noqa: E402  (released checkpoints the DAG can also build)
-import study_plan  # noqa: E402  (the studies: bases, chains, snapshots, estimates)
-import study_checks  # noqa: E402
-import study_rows  # noqa: E402  (what the studies have on disk; each study's plan for the rules)
-import study_specs  # noqa: E402  (what each study job receives)
-import report_inputs  # noqa: E402  (which results each table and figure reads)
-import report_rules  # noqa: E402  (the tables and figures)
+from fastdllm_dag.plan import models as plan  # the DAG plan as data: models, training
+from fastdllm_dag.plan import points as plan_points  # decoding points, evaluation jobs, sweeps
+from fastdllm_dag.plan import checks as plan_checks
+from fastdllm_dag.plan import data as plan_data  # the adaptation data; trained rows without training data
+from fastdllm_dag.plan import summaries  # dry-run messages
+from fastdllm_dag.plan import eval_cost  # evaluation cost estimates and shards, eval.shards
+from fastdllm_dag.plan import released  # released checkpoints the DAG can also build
+from fastdllm_dag.plan import study as study_plan  # the studies: bases, chains, snapshots, estimates
+from fastdllm_dag.plan import study_checks
+from fastdllm_dag.plan import study_rows  # what the studies have on disk; each study's plan for the rules
+from fastdllm_dag.plan import study_specs  # what each study job receives
+from fastdllm_dag.plan import report_inputs  # which results each table and figure reads
+from fastdllm_dag.plan import report_rules  # the tables and figures
 
 _SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
 # --config values below the top level arrive as strings ('decode={threshold: 0.8}' gives "0.8"): read each as the
@@ -139,8 +138,8 @@ def model_runtime(wildcards, attempt):
 
 
 # inputs and outputs of the table and figure rules (workflow/rules/reports.smk): each reads only the results of
-# what it shows (workflow/lib/report_inputs.py), never the collected accuracy.csv / throughput.csv, so that a table
-# of released checkpoints does not wait on a training job
+# what it shows (workflow/fastdllm_dag/plan/report_inputs.py), never the collected accuracy.csv / throughput.csv, so
+# that a table of released checkpoints does not wait on a training job
 # named inputs as the scripts read them: the case studies' CSV is `cases`
 REPORT_INPUT_NAMES = {"cases_single_turn": "cases", "cases_multi_turn": "cases"}
 

@@ -1,5 +1,5 @@
 # Every table and figure gets one rule from this one template, driven by the spec list in
-# workflow/lib/report_rules.py.  Each is named after its table or figure and can be rebuilt alone
+# workflow/fastdllm_dag/plan/report_rules.py.  Each is named after its table or figure and can be rebuilt alone
 # (snakemake --cores all table3_subblock_size).  The template is a function so that the script directive of each
 # (evaluated when its job runs) sees its own spec, not the loop's last one.
 

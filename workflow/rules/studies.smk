@@ -1,5 +1,5 @@
-# Every study of `studies:` (workflow/lib/study_plan.py) gets one family of rules from this template, each named
-# <study>_<step>: the target <study>_study, the plan's estimate, the adaptation set, the bases it builds (two
+# Every study of `studies:` (workflow/fastdllm_dag/plan/study.py) gets one family of rules from this template, each
+# named <study>_<step>: the target <study>_study, the plan's estimate, the adaptation set, the bases it builds (two
 # stages, bf16, release), each base's and snapshot's scores, each snapshot's training and timing, and the report.
 # Rows land in results/<study>_study/points as they are made (commit them); a snapshot whose rows exist is read, not
 # remade.  The template is a function so that each rule's directives see their own study, not the loop's last one.

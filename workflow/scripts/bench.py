@@ -1,19 +1,16 @@
 """One throughput sweep through fastdllm_core.bench.run_sweep: each run of the sweep is one tidy row (status ok;
 a model that cannot be loaded: status n/a, note = why, no measurement); ``prompts_source`` says where the prompts
 came from (a local file's path, or the Hub dataset)."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import torch
 
-    import bench_run
-    import jobs
-    import plan
     from fastdllm_core import bench
     from fastdllm_core.provenance import write_csv_atomic
+    from fastdllm_dag.job import bench_run
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.plan import models as plan
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config

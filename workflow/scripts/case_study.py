@@ -1,18 +1,15 @@
 """The case-study prompts answered by the model under test with the block-diffusion decoder, through the model's
 chat template: each conversation (single-turn: one user turn) is answered turn by turn, each later user turn
 following the model's own earlier answers."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
-    import jobs
     from analysis import paper_cases
     from fastdllm_core.decode_config import DecodeConfig
     from fastdllm_core.decoding import bd_generate
     from fastdllm_core.loading import load_model
     from fastdllm_core.provenance import run_metadata, write_csv_atomic
+    from fastdllm_dag.job import common as jobs
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config

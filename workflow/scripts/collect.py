@@ -1,8 +1,5 @@
 """Concatenate per-job tidy CSVs into one (rows kept as they are; columns: union in first-seen order)."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import csv

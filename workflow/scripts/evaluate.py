@@ -5,18 +5,15 @@ are cached under ``<model>/<task>/<point>.csv`` with a key covering the model ch
 file(s) and data-choosing environment variables (jobs.data_fingerprint), evaluation settings and fastdllm_core's
 code; a point whose key matches is reused -- never a point with only ``n/a`` rows (tried again on every run).  A
 point split into shards (``eval.shards``, rule evaluate_shard) is merged from its shards' per-item results."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     from pathlib import Path
 
-    import eval_cost
-    import eval_point
-    import jobs
     from fastdllm_core.provenance import config_hash, write_csv_atomic, write_json_atomic
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.job import eval_point
+    from fastdllm_dag.plan import eval_cost
 
     def merged_rows(files: list[str]) -> list[dict]:
         """A sharded point's rows: merged from its shards' per-item results (fastdllm_core.evaluation.shards), or
@@ -34,7 +31,7 @@ with logged(snakemake):  # noqa: F821
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
-    unavailable = config["models"][p.model].get("train_unavailable")  # workflow/lib/plan_data.py
+    unavailable = config["models"][p.model].get("train_unavailable")  # workflow/fastdllm_dag/plan/data.py
     if unavailable:  # a model to be trained here without training data: n/a rows naming the keys to set
         jobs.write_na_rows(sm.output[0], p, config, unavailable)
     else:
@@ -56,7 +53,7 @@ with logged(snakemake):  # noqa: F821
                     print(f"{task} {point}: reused (same model, data, settings and code)")
                 else:
                     todo.append((task, point, key, bkey))
-        # points split into shards (eval.shards: workflow/lib/eval_cost.py): merged from the shards' items
+        # points split into shards (eval.shards: workflow/fastdllm_dag/plan/eval_cost.py): merged from the shards' items
         sharded = eval_cost.job_shards(config, {"model": p.model, "points": p.points})
         shard_files = {Path(f).name[:-len(".json")]: f for f in getattr(sm.input, "shards", [])}
         here = {t: p.data_paths[t] for t, pt, *_ in todo if (t, pt) not in sharded}  # measured in this job

@@ -1,22 +1,19 @@
-"""One shard of a decoding point too costly for one job (``eval.shards``; workflow/lib/eval_cost.py): items
-``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through
+"""One shard of a decoding point too costly for one job (``eval.shards``; workflow/fastdllm_dag/plan/eval_cost.py):
+items ``shard=(k, n)`` of the point (1 of 1: the whole point, in a job of its own) through
 fastdllm_core.evaluation.run_task, written as one JSON (its rows, its per-item
 results, its key) that rule evaluate merges into the point's rows.  Every answer is kept as it comes under
 ``<model>/<task>/<shard>.progress/<key>`` (an lm-eval task: lm-eval's request cache; an EvalPlus task: a JSONL of
 its answers): a shard killed (a cluster's time limit) resumes from it, skipping the items answered before; a change
 of model, data, settings or code starts a fresh one.  Removed once the shard's file is written."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import json
     from pathlib import Path
 
-    import eval_point
-    import jobs
     from fastdllm_core.provenance import config_hash, write_json_atomic
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.job import eval_point
 
     sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
@@ -24,7 +21,7 @@ with logged(snakemake):  # noqa: F821
     task, point = sj["task"], sj["point"]
     if config["models"][p.model].get("train_unavailable"):
         raise ValueError(f"evaluate_shard {sm.wildcards.shard}: model {p.model} has no training data; it is never "
-                         "sharded (workflow/lib/eval_cost.py)")
+                         "sharded (workflow/fastdllm_dag/plan/eval_cost.py)")
     device = jobs.require_device(config)
     model_files = jobs.model_fingerprint(p.source, sm.input.model)
     bkey = eval_point.base_key(p, config, task, p.data_path, device, model_files, jobs.code_fingerprint())

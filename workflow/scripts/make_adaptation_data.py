@@ -1,9 +1,6 @@
 """The adaptation set of data.adaptation (fastdllm_core.training.adaptation_data.build), counted with the
 tokenizer of the init model (plan_data.adaptation_tokenizer); the manifest is written beside it."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     from transformers import AutoTokenizer

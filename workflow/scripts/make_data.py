@@ -1,9 +1,7 @@
 """Write the synthetic suite (thin wrapper of fastdllm_core.synthetic.write_suite)."""
 import os
-import sys
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     from fastdllm_core.synthetic import write_suite

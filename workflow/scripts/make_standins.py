@@ -1,8 +1,5 @@
 """Stand-in checkpoints and benchmark files of a rehearsal (rules standin_model / standin_data)."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     from fastdllm_core import rehearsal

@@ -1,17 +1,15 @@
 """The summary page of this run (analysis.summary) and its findings' picture (analysis.fig_findings) beside it: every
 number the README quotes, with the commit it came from; the page records the picture's sha256."""
-import sys
 from pathlib import Path
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
-    import report_specs
     from analysis.fig_findings import draw_findings, picture_note, picture_rows
     from analysis.results_io import load_csv, load_throughput
     from analysis.summary import build_summary, summary_cells
     from fastdllm_core.provenance import source_fingerprint, write_text_atomic
+    from fastdllm_dag.job import report_specs
 
     sm = snakemake  # noqa: F821
     spec, acc = report_specs.summary_spec(sm.config), load_csv(sm.input.acc)

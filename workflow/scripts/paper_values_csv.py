@@ -1,8 +1,5 @@
 """The paper's numbers used by the tables and figures (analysis.paper_values) as a CSV, with sources."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     from analysis.paper_values import as_records

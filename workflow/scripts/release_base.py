@@ -1,10 +1,7 @@
 """Write the released checkpoints this run built (build_released) into their source directories with a manifest
 (fastdllm_core.release): what built them (commit, every stage's training config, the synthetic data settings and
 their digests), the machine and kernel path of the training, the final losses and the scores."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import json
@@ -12,10 +9,10 @@ with logged(snakemake):  # noqa: F821
 
     import pandas as pd
 
-    import plan
-    import released
     from fastdllm_core.provenance import write_text_atomic
     from fastdllm_core.release import config_digest, numerics_digest, write_release
+    from fastdllm_dag.plan import models as plan
+    from fastdllm_dag.plan import released
 
     sm = snakemake  # noqa: F821
     cfg = sm.config

@@ -1,10 +1,7 @@
 """One training stage of a base a study builds (pretrain or sft): the default base's training with the base's shape,
 scaled learning rates and steps, in the default base's data-parallel processes (one thread each on the CPU);
 resumes from run/checkpoints when a previous run was stopped."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import csv
@@ -12,13 +9,13 @@ with logged(snakemake):  # noqa: F821
 
     import yaml
 
-    import jobs
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
     from fastdllm_core.training.config import TrainConfig
     from fastdllm_core.training.data import check_train_files
     from fastdllm_core.training.launch import train_processes
     from fastdllm_core.training.loop import train
-    from study_specs import StudyJob
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.plan.study_specs import StudyJob
 
     sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)

@@ -1,10 +1,7 @@
 """A study's data: its adaptation set (``adapt``: n_adapt rows per task, from the training problems only) or a base's
 pretraining text (``pretrain.x<m>``: m times the default's rows); only that file of the synthetic suite kept (the
 test sets the study scores on are the default run's)."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import os

@@ -1,15 +1,12 @@
 """A study's plan for this run (bases built, snapshots made, estimated training time), refused before any training
-when the estimate exceeds the study's ceiling_hours (workflow/lib/study_rows.check_ceiling)."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+when the estimate exceeds the study's ceiling_hours (workflow/fastdllm_dag/plan/study_rows.check_ceiling)."""
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import json
 
-    import study_rows
     from fastdllm_core.provenance import write_text_atomic
+    from fastdllm_dag.plan import study_rows
 
     sm = snakemake  # noqa: F821
     st = study_rows.load(sm.config, sm.params.study)

@@ -1,18 +1,15 @@
 """A base a study built, released into <released_dir>/<study>_<base> with its manifest (fastdllm_core.release): what
 built it (commit, both stages' training configs), where (machine, kernel path), its final losses and its scores, and
 its files' hashes.  Commit the directory afterwards."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import pandas as pd
     import yaml
 
-    import study_plan
     from fastdllm_core.release import config_digest, write_release
-    from study_specs import StudyJob
+    from fastdllm_dag.plan import study as study_plan
+    from fastdllm_dag.plan.study_specs import StudyJob
 
     sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)

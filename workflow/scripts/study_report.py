@@ -2,10 +2,7 @@
 results/<study>/points).  ``snakemake.params.study``: the keywords of :func:`analysis.study.report` (name, x, title,
 describe, missing, columns, points, labels, pretrain_tokens, threshold); the input and output names are its
 others."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     from analysis import study

@@ -1,9 +1,6 @@
 """A base a study built, in bf16: every floating tensor of the checkpoint rounded to bfloat16 (what the study scores,
 adapts and releases; loaded back in the job's dtype, float32 on a CPU)."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import json

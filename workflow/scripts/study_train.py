@@ -1,10 +1,7 @@
 """One snapshot of a study: its chain's run trained to this budget's steps (resuming from the previous snapshot's
 checkpoint in the same run directory), its final checkpoint copied out as the snapshot, and its training rows (with
 the snapshot's fields and the passes over the set) written to the study's points."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import json
@@ -13,12 +10,12 @@ with logged(snakemake):  # noqa: F821
 
     import yaml
 
-    import jobs
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
     from fastdllm_core.training.checkpoints import read_metrics
     from fastdllm_core.training.config import TrainConfig
     from fastdllm_core.training.loop import train
-    from study_specs import StudyJob
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.plan.study_specs import StudyJob
 
     sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)

@@ -1,9 +1,6 @@
 """Train one model (fastdllm_core.training: loop.train, launch.train_processes on CPU processes, launch.train_gpus
 on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
-import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../lib")  # noqa: F821  (workflow/lib: the DAG's library)
-from joblog import logged  # noqa: E402
+from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import csv
@@ -11,8 +8,8 @@ with logged(snakemake):  # noqa: F821
 
     import yaml
 
-    import jobs
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
+    from fastdllm_dag.job import common as jobs
 
     sm = snakemake  # noqa: F821
     cfg = sm.params.cfg

@@ -115,7 +115,7 @@ def model_source(config: dict, name: str) -> str:
 def model_inputs(config: dict, name: str) -> list[str]:
     """Snakemake inputs of a job using model ``name`` (the checkpoint when it is trained here)."""
     m = config["models"][name]
-    if m.get("train_unavailable"):  # no training data: its jobs write n/a rows (workflow/lib/plan_data.py)
+    if m.get("train_unavailable"):  # no training data: its jobs write n/a rows (workflow/fastdllm_dag/plan/data.py)
         return []
     return [model_final(config, name)] if is_trained(m) else standin_inputs(config, model_source(config, name))
 

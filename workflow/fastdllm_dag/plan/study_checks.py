@@ -4,8 +4,8 @@ value of one, a model the study cannot train, a non-constant schedule, a missing
 estimate against ``ceiling_hours`` is checked by the study's plan job (:func:`study_rows.check_ceiling`)."""
 from __future__ import annotations
 
-import plan
-import study_plan as sp
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import study as sp
 
 
 def check(config: dict) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import jobs
-import plan
-import plan_points
 from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
 from fastdllm_core.provenance import run_metadata
+from fastdllm_dag.job import common as jobs
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Run a workflow job script with stdout/stderr (progress bars included) going to its Snakemake log file, with
 the job's thread count and the CPU kernel path pinned before torch's first kernel.
 
-Every script of ``workflow/scripts/`` puts ``workflow/lib`` on the import path and imports this module first."""
+Every script of ``workflow/scripts/`` imports this module first (``from fastdllm_dag.job.log import logged``)."""
 from __future__ import annotations
 
 import contextlib

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import math
 
-import plan
+from fastdllm_dag.plan import models as plan
 
 SHAPE_KEYS = ("hidden_size", "layers", "heads", "kv_heads", "intermediate_size")
 STAGES = {"pretrain": "ar_pretrained", "sft": "ar_base"}  # a base's stages and the default models they copy

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import copy
 
-import pairs
-import plan
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import pairs
 
 
 def resolve(config: dict) -> dict:

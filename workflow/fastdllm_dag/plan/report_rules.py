@@ -1,11 +1,11 @@
 """The tables and figures the DAG makes, as data: one spec each (rule name, description, the results it reads,
 its dry-run message).  ``workflow/rules/reports.smk`` makes one rule per spec from a single template; the rule
 has the table's or figure's short name, so that it can be rebuilt alone (``snakemake --cores all
-table3_subblock_size``).  What each table and figure shows is ``workflow/lib/report_specs.py``."""
+table3_subblock_size``).  What each table and figure shows is ``workflow/fastdllm_dag/job/report_specs.py``."""
 from __future__ import annotations
 
-import plan_points
-import plan_summaries as summaries
+from fastdllm_dag.plan import points as plan_points
+from fastdllm_dag.plan import summaries
 
 TABLE_DOC = " (reproduced | paper | difference)."
 
@@ -21,8 +21,8 @@ def _figure(name: str, doc: str, inputs: tuple, message: str | None = None) -> d
 
 
 # (spec, summary of the models it shows: config -> text); inputs name the kinds of results it reads (acc: the
-# evaluation jobs of the models it shows, thr: its throughput sweep; workflow/lib/report_inputs.py), made into
-# files by report_input_files of workflow/rules/common.smk
+# evaluation jobs of the models it shows, thr: its throughput sweep; workflow/fastdllm_dag/plan/report_inputs.py), made
+# into files by report_input_files of workflow/rules/common.smk
 SPECS = [
     (_table("table1_main", "Table 1: main results", ("acc",), "Table 1 (main results)"),
      lambda c: f"models {summaries.table_rows_summary(c, 'table1')}"),

@@ -15,7 +15,7 @@ The last three cannot be read off the config: they need a ``relation_note`` stat
 """
 from __future__ import annotations
 
-import plan
+from fastdllm_dag.plan import models as plan
 
 RELATIONS = {
     "adapted_from": "the row against the {kind} model it was adapted from",

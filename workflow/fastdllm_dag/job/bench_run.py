@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-import plan_points
 from fastdllm_core import bench
 from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
+from fastdllm_dag.plan import points as plan_points
 
 
 def sweep_config(run: dict, bcfg: dict, seed: int) -> bench.SweepConfig:

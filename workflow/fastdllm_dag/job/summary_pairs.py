@@ -1,12 +1,13 @@
 """The pairs the summary page's findings and picture need beyond its comparisons: the batch sweep's timing-noise
 pair, and each adapted row's gap to its AR base beside the paper's gap for the same pair
-(``workflow/lib/report_specs.summary_spec``; drawn by analysis/summary_findings.py and analysis/fig_findings.py).
+(``workflow/fastdllm_dag/job/report_specs.summary_spec``; drawn by analysis/summary_findings.py and
+analysis/fig_findings.py).
 """
 from __future__ import annotations
 
-import pairs
-import plan
-import plan_points
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import pairs
+from fastdllm_dag.plan import points as plan_points
 
 
 def speed_pair(config: dict) -> dict:

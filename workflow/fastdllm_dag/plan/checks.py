@@ -7,10 +7,9 @@ import functools
 import re
 from pathlib import Path
 
-import pairs
-import plan
-import plan_points
-import released
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import pairs, released
+from fastdllm_dag.plan import points as plan_points
 
 # the tasks whose sweep prompts load from the Hub without data.eval_paths (fastdllm_core.bench.prompt_source)
 BENCH_HUB_TASKS = ("gsm8k",)

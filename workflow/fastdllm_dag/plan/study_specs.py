@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import plan
-import plan_points
-import study_plan as sp
-import study_rows
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
+from fastdllm_dag.plan import study as sp
+from fastdllm_dag.plan import study_rows
 
 # each rule's description (``snakemake --list-rules``), ``{name}`` and ``{out}`` filled per study
 RULE_DOCS = {

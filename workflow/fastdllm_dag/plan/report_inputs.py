@@ -5,14 +5,14 @@ rows its difference columns compare against, every seed copy ``<model>.seed<S>``
 the models of its role (``plan.role``) or its speed points (``plan_points.fig1a_models``) -- and the CSV of its own
 throughput sweep (:data:`FIGURE_SWEEPS`), never the collected ``accuracy.csv`` / ``throughput.csv`` (which wait on
 every job, the trained models' included).  The model sets come from the same plan functions
-``workflow/lib/report_specs.py`` draws with; ``tests/test_report_inputs.py`` checks that a table or figure
+``workflow/fastdllm_dag/job/report_specs.py`` draws with; ``tests/test_report_inputs.py`` checks that a table or figure
 built from these inputs alone equals one built from every result.  Pure functions of the config (no Snakemake),
 used by ``workflow/rules/common.smk``.
 """
 from __future__ import annotations
 
-import plan
-import plan_points
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
 
 # The throughput sweep (plan_points.bench_sweeps) each figure takes its tokens/s from: the runs of one sweep are
 # measured together, and the same setting measured by another sweep is another measurement.

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 
-import plan
 from fastdllm_core.training import adaptation_data as ad
+from fastdllm_dag.plan import models as plan
 
 DEFAULT_OUTPUT = "data/sft/adaptation_train.jsonl"
 

@@ -2,10 +2,10 @@
 model, tasks and decoding points of an evaluation, the runs of a throughput sweep, the models of a table."""
 from __future__ import annotations
 
-import eval_cost
-import plan
-import plan_points
 from fastdllm_core.decode_config import format_threshold
+from fastdllm_dag.plan import eval_cost
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
 
 
 def decode_summary(decodes: list[dict]) -> str:
@@ -60,7 +60,7 @@ def table_rows_summary(config: dict, table: str) -> str:
 
 
 def _how(m: dict, released: str) -> str:
-    if m.get("train_unavailable"):  # workflow/lib/plan_data.py
+    if m.get("train_unavailable"):  # workflow/fastdllm_dag/plan/data.py
         return "n/a rows: no training data"
     return "trained here" if plan.is_trained(m) else released
 

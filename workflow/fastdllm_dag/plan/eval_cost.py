@@ -28,9 +28,9 @@ import math
 import os
 from pathlib import Path
 
-import plan
-import plan_points
 from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import points as plan_points
 
 # official test sizes: GSM8K test (openai/gsm8k), MATH test (EleutherAI/hendrycks_math, lm-eval minerva_math),
 # HumanEval+ (EvalPlus), MBPP+ v0.2.0 (EvalPlus), IFEval (google/IFEval), MMLU test (cais/mmlu), GPQA main

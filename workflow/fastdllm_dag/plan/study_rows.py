@@ -13,8 +13,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
-import plan
-import study_plan as sp
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import study as sp
 
 
 def points_dir(config: dict, name: str) -> str:

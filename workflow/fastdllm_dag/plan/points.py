@@ -8,8 +8,8 @@ rebuilds the setting with :meth:`DecodeConfig.from_slug` and the limit with :fun
 """
 from __future__ import annotations
 
-import plan
 from fastdllm_core.decode_config import MDM_MODES, SLUG_FIELDS, DecodeConfig
+from fastdllm_dag.plan import models as plan
 
 
 # ------------------------------------------------------------------------------------------------- points

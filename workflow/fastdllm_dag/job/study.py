@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from study_specs import StudyJob
+from fastdllm_dag.plan.study_specs import StudyJob
 
 
 def score(config: dict, job: StudyJob) -> list[dict]:
     """Rows of ``job``'s checkpoint (its ``source``, as model ``point`` of ``mode``, grouped as ``group``) on every
     task of ``data_paths``, all items: block diffusion at the accuracy and the speed setting (its tokens per
     forward), AR at its one point; every row carries the job's ``fields`` and ``n_params``."""
-    import eval_point
-    import jobs
-    import plan_points
     from fastdllm_core.loading import load_model
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.job import eval_point
+    from fastdllm_dag.plan import points as plan_points
 
     device = jobs.require_device(config)
     models = dict(config["models"], **{job.point: {"mode": job.mode, "label": job.label, "seed_of": job.group}})
@@ -42,11 +42,11 @@ def time_against(config: dict, sides: dict, prompts_file: str, fields: dict, swe
     measurement), each side's fastest round kept; ``speedup_vs_main_ar`` over the last side's."""
     import torch
 
-    import bench_run
-    import jobs
-    import plan_points
     from fastdllm_core import bench
     from fastdllm_core.synthetic import user_prompts
+    from fastdllm_dag.job import bench_run
+    from fastdllm_dag.job import common as jobs
+    from fastdllm_dag.plan import points as plan_points
 
     device = jobs.require_device(config)
     bcfg = config["bench"]

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-import pairs
-import plan
-import plan_points
-import summary_pairs
 from analysis import figures as F
 from analysis import tables as T
 from analysis.paper_values import TABLE1_COLUMNS
 from fastdllm_core.decode_config import BLOCK_SIZE
-from report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
+from fastdllm_dag.job import summary_pairs
+from fastdllm_dag.plan import models as plan
+from fastdllm_dag.plan import pairs
+from fastdllm_dag.plan import points as plan_points
+from fastdllm_dag.plan.report_inputs import FIGURE_SWEEPS  # each figure's throughput sweep (also its rule's input)
 
 PAPER_SCALE_NOTE = {
     "tiny": "Embedded default: tiny models trained here on the synthetic suite (synth_arith stands in for GSM8K, "
