@@ -12,7 +12,7 @@ with logged(snakemake):  # noqa: F821
 
     p, out = snakemake.params, Path(snakemake.output[0])  # noqa: F821
     kind = "adapt" if "n_adapt" in p.rows else "pretrain"
-    counts = dict(n_pretrain=0, n_sft=0, n_adapt=0, **p.rows)
+    counts = {"n_pretrain": 0, "n_sft": 0, "n_adapt": 0, **p.rows}  # the one set this job writes
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         # the same seed and test split as the default's suite: its rows are drawn from the same training problems
