@@ -80,13 +80,18 @@ def fit(summary: pd.DataFrame, x: str | Axis) -> pd.DataFrame:
             continue
         line = fit_line([math.log10(v) for v in g[x.column]], g["difference"].tolist(),
                         [_gap_sigma(r) for _, r in g.iterrows()])
-        at_zero = 10 ** line["x0"] if line["slope"] > 0 else float("nan")
+        at_zero = _pow10(line["x0"]) if line["slope"] > 0 else float("nan")
         row = dict(zip(keys, key), along=_point_names(g, x), **line, x_at_zero=at_zero,
                    verdict=_fit_verdict(line, g["difference"].max(), x))
         if "budget" in row:
             row["budget"] = int(row["budget"])
         rows.append(row)
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
+
+
+def _pow10(v: float) -> float:
+    """10 to ``v``; inf beyond a float's range (a line that barely rises reaches zero far out)."""
+    return math.inf if v > 300 else 10.0 ** v
 
 
 def read_fits(fits: pd.DataFrame) -> pd.DataFrame:
@@ -99,8 +104,8 @@ def _fit_verdict(line: dict, best: float, x: Axis) -> str:
         return f"no gap to close: the measured gap is not below zero at some {x.noun}"
     if line["slope_low"] > 0:
         lo, hi = line["x0_low"], line["x0_high"]
-        where = (f"between {10 ** lo:.2g} and {10 ** hi:.2g} {x.label}" if not math.isnan(lo)
+        where = (f"between {_pow10(lo):.2g} and {_pow10(hi):.2g} {x.label}" if not math.isnan(lo)
                  else f"at a {x.noun} the fit cannot bound")
-        return f"narrows with {x.noun} beyond noise; the line reaches zero at {10 ** line['x0']:.2g} ({where}; an " \
+        return f"narrows with {x.noun} beyond noise; the line reaches zero at {_pow10(line['x0']):.2g} ({where}; an " \
                "extrapolation)"
     return f"does not narrow with {x.noun} beyond noise: the trend does not point at parity"

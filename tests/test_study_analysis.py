@@ -331,3 +331,12 @@ def test_committed_study_is_remade_from_its_rows(name, x, labels, tables):
     for old, new in zip(_tables((BEFORE / f"{name}.md").read_text()), [page[i] for i in tables]):
         assert len(old) == len(new)
         assert [{h: _cells_as_before(n, h) for h in o} for o, n in zip(old, new)] == old
+
+
+def test_a_line_that_barely_rises_reaches_zero_at_infinity():
+    """Two points of a nearly flat gap put the zero crossing beyond a float's range: named inf, not an overflow
+    (the CI end-to-end run's two budgets met it)."""
+    line = dict(slope=1e-6, slope_low=1e-7, slope_high=2e-6, x0=5e5, x0_low=4e5, x0_high=float("nan"))
+    assert study_fit._pow10(line["x0"]) == float("inf") and study_fit._pow10(2.0) == 100.0
+    text = study_fit._fit_verdict(line, -1.0, study_fit.axis("adapt"))
+    assert "reaches zero at inf" in text and "between inf and nan" in text
