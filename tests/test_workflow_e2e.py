@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import yaml
 
 from conftest import smk
 
@@ -47,11 +48,13 @@ def _budget_study_end_to_end(tmp_path):
     r = smk("budget_study", *args, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     md = (tmp_path / "budget_study" / "budget_study.md").read_text()
-    for row in ("| bd_pad_cm | 1x |", "| bd_pad_cm | 2x |", "| ntp | 2x |", "| bd_pad_cm [lr = 0.001] | 2x |"):
-        assert row in md
+    models = yaml.safe_load(open("config/config.yaml"))["models"]  # the page names models by their labels
+    recipe, ntp = models["bd_pad_cm"]["label"], models["ntp"]["label"]
+    for row in (f"| {recipe} | 1x |", f"| {recipe} | 2x |", f"| {ntp} | 2x |", f"| {recipe} [lr = 0.001] | 2x |"):
+        assert row in md, row
     summary = pd.read_csv(tmp_path / "budget_study" / "budget_study.csv")
     bd = summary[(summary["model"] == "bd_pad_cm") & summary["lever"].isna()]
-    assert set(bd["quantity"]) == {"accuracy", "accuracy_speed", "tokens_per_forward", "speedup_b1"}
+    assert set(bd["quantity"]) == {"accuracy", "accuracy_vs_ntp", "accuracy_speed", "tokens_per_forward", "speedup_b1"}
     assert sorted(bd["budget"].unique()) == [1, 2] and (bd["tokens_per_param"] > 0).all()
     assert (tmp_path / "budget_study" / "budget_study.png").stat().st_size > 0
     assert (tmp_path / "budget_study" / "budget_fit.csv").is_file()
