@@ -454,9 +454,9 @@ def test_the_ci_config_plans_its_studies():
 
 # --------------------------------------------------- the planned jobs of the two studies equal the old plans'
 # chain: (init of its training: the base, lr, seed, {budget: steps}, runtime minutes of one attempt), as
-# workflow/fastdllm_dag/plan/budget.py and plan_scale.py gave them at 322764e (git show
-# 322764e:workflow/fastdllm_dag/plan/budget.py): the default config, no rows made, w192 and w256 released in
-# results/released; batch 4 everywhere
+# the two plan modules before this one gave them at 322764e (git show 322764e:workflow/lib/plan_budget.py, and
+# plan_scale.py beside it): the default config, no rows made, w192 and w256 released in results/released; batch 4
+# everywhere
 OLD_CHAINS = {
     "budget": {
         "bd_pad_cm.s0": ("results/released/tiny_ar_base", 1e-4, 0, {1: 200, 4: 800, 16: 3200}, 110),
