@@ -17,9 +17,10 @@ import os
 
 import pandas as pd
 
-from analysis import study_figure, study_fit, study_tables
+from analysis import study_cost, study_figure, study_fit, study_tables
 from analysis.results_io import load_csvs, measured_on
 from analysis.study_frame import KEYS, base_rank, levers_as_text, numeric, ordered
+from analysis.summary import mean_interval
 from fastdllm_core.intervals import intervals_overlap, seed_interval, wilson_pct
 from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
 
@@ -72,13 +73,6 @@ def _verdict(a: tuple, b: tuple) -> str:
     return "above" if a[0] > b[0] else "below"
 
 
-def _average(parts: list[tuple]) -> tuple[float, float, float]:
-    """Mean of column intervals, half-widths in quadrature over the count (the tables' Avg. column)."""
-    mean = sum(p[0] for p in parts) / len(parts)
-    half = math.sqrt(sum(((p[2] - p[1]) / 2) ** 2 for p in parts)) / len(parts)
-    return mean, mean - half, mean + half
-
-
 def _column_values(acc: pd.DataFrame, columns: dict, point: str) -> dict:
     """``{column: (values over seeds, n)}`` of one snapshot group at ``point``."""
     out = {}
@@ -100,7 +94,7 @@ def reference(rows: pd.DataFrame, columns: dict) -> dict:
             v, n = float(sel["value"].iloc[0]), int(sel["n"].iloc[0])
             out[cid] = (v, *wilson_pct(v, n))
     if out and len(out) == len(columns):
-        out["avg"] = _average(list(out.values()))
+        out["avg"] = mean_interval(list(out.values()))
     return out
 
 
@@ -110,7 +104,7 @@ def _rows(base: dict, quantity: str, cols: dict, ref: dict) -> list[dict]:
     for cid, (values, n) in cols.items():
         parts[cid] = _interval(values, n)
     if parts and len(parts) == len(cols):
-        parts["avg"] = _average([parts[c] for c in cols])
+        parts["avg"] = mean_interval([parts[c] for c in cols])
     for cid, iv in parts.items():
         r = ref.get(cid)
         seeds = len(cols[cid][0]) if cid in cols else min(len(v) for v, _ in cols.values())
@@ -245,16 +239,16 @@ def _folder(paths) -> str:
     return os.path.commonpath(folders) if folders else "its points folder"
 
 
-def report(accuracy, speed, metrics, bases, *, name: str, x: str, title: str, describe: str, missing: list,
+def report(accuracy, speed, metrics, bases, builds=(), *, name: str, x: str, title: str, describe: str, missing: list,
            columns: dict, points: dict, labels: dict, pretrain_tokens: int, threshold: float, rows, summary, fit,
            md, png, pdf) -> str:
-    """A study's report from its rows (``accuracy``, ``speed``, ``metrics``, ``bases``: lists of CSV paths):
-    every accuracy row (``rows``), the summary (``summary``), the fit of each gap against ``x``
-    (:data:`analysis.study_axis.AXES`; ``fit``), the page titled ``title`` (``md``) and the figure (``png``,
-    ``pdf``).  ``name``: the study's target; ``describe``: the study in words; ``missing``: its planned snapshots
-    without rows; ``columns``: ``{column: {task, metric}}`` averaged; ``points``: the decoding points read
-    (``accuracy``, ``speed``); ``labels``: ``{model: display name}``; ``pretrain_tokens``: the default for rows
-    written before the field; ``threshold``: the speed setting's.  Returns the page without its title."""
+    """A study's report from its rows (``accuracy``, ``speed``, ``metrics``, ``bases``, and ``builds``, the build rows
+    of the bases it built: lists of CSV paths): every accuracy row (``rows``), the summary (``summary``), the fit of
+    each gap against ``x`` (:data:`analysis.study_axis.AXES`; ``fit``), the page titled ``title`` (``md``) and the
+    figure (``png``, ``pdf``).  ``name``: the study's target; ``describe``: the study in words; ``missing``: its
+    planned snapshots without rows; ``columns``: ``{column: {task, metric}}`` averaged; ``points``: the decoding
+    points read (``accuracy``, ``speed``); ``labels``: ``{model: display name}``; ``pretrain_tokens``: the default
+    for rows written before the field; ``threshold``: the speed setting's.  Returns the page without its title."""
     acc, base_rows = read_rows(accuracy, pretrain_tokens), read_rows(bases, pretrain_tokens)
     speed_rows = read_rows(speed, pretrain_tokens, SPEED_COLUMNS)
     metric_rows = read_rows(metrics, pretrain_tokens, METRICS_COLUMNS)
@@ -268,7 +262,8 @@ def report(accuracy, speed, metrics, bases, *, name: str, x: str, title: str, de
                   f"{', '.join(c[:12] for c in commits) or 'n/a'}. The study: {describe}. Regenerate: `snakemake "
                   f"--cores all {name}_study` (rows under {_folder(list(accuracy) + list(bases))} are kept; a deleted "
                   "one is remade).")
-    text = study_tables.markdown(table, fits, missing, threshold, provenance, labels, x)
+    cost = study_cost.markdown(load_csvs(list(builds)), table)
+    text = study_tables.markdown(table, fits, missing, threshold, provenance, labels, x, cost)
     write_text_atomic(md, f"# {title}\n\n" + text)
     study_figure.figure(table, fits, png, pdf, x, threshold, provenance, labels)
     return text

@@ -147,10 +147,11 @@ def _notes(summary: pd.DataFrame, threshold: float, labels: dict | None) -> list
 
 
 def markdown(summary: pd.DataFrame, fits: pd.DataFrame, missing: list[str], threshold: float, provenance: str,
-             labels: dict | None = None, x: str | Axis = "params") -> str:
+             labels: dict | None = None, x: str | Axis = "params", more: list[str] = ()) -> str:
     """The study's page: the bases, every group's gaps to its own base, block diffusion's gaps to NTP, the fits
-    against ``x`` (:data:`analysis.study_axis.AXES`), the paper's values, and the planned snapshots that have no
-    rows yet; models named by ``labels`` (``{key: name}``; the CSVs keep the keys)."""
+    against ``x`` (:data:`analysis.study_axis.AXES`), the paper's values, the lines ``more`` (the bases' cost), and
+    the planned snapshots that have no rows yet; models named by ``labels`` (``{key: name}``; the CSVs keep the
+    keys)."""
     x, s = axis(x), read_back(summary)
     shown = _shown(s)
     vs_ntp = "; ".join(f"{p['size']} {p['column']} {p['gap']:+.1f}" for p in paper_gaps("recipe_vs_ntp"))
@@ -166,7 +167,7 @@ def markdown(summary: pd.DataFrame, fits: pd.DataFrame, missing: list[str], thre
            f"Each fit is a weighted least-squares line through the {x.plural}' gaps (weights: the gap's variance from "
            "both intervals; scaled up by the reduced chi-square when the points scatter more than that). Where the "
            f"slope is above zero beyond noise, {x.at_zero} where the line reaches zero is an extrapolation with its "
-           "95% (Fieller) interval.", "", *_paper_section(x)]
+           "95% (Fieller) interval.", "", *_paper_section(x), *more]
     if missing:
         out += [f"Planned but not yet run ({len(missing)}): {', '.join(missing)}.", ""]
     return "\n".join(out + [provenance]) + "\n"

@@ -55,11 +55,18 @@ def average_cell(parts: list[dict]) -> dict:
     their count; per seed, the mean of that seed's columns."""
     if not parts or any(p.get("mean") is None for p in parts):
         return {"mean": None, "why": "a column is n/a"}
+    mean, lo, hi = mean_interval([(p["mean"], p["lo"], p["hi"]) for p in parts])
+    values = [sum(v) / len(parts) for v in zip(*(p["values"] for p in parts))]
+    return {"mean": mean, "lo": lo, "hi": hi, "values": values, "n": parts[0]["n"], "why": ""}
+
+
+def mean_interval(parts: list[tuple]) -> tuple[float, float, float]:
+    """``(mean, lo, hi)`` of several columns' ``(mean, lo, hi)``: the mean of their means, their half-widths added
+    in quadrature over their count (the Avg. column of every table and study)."""
     k = len(parts)
-    mean = sum(p["mean"] for p in parts) / k
-    half = sum(((p["hi"] - p["lo"]) / 2) ** 2 for p in parts) ** 0.5 / k
-    values = [sum(v) / k for v in zip(*(p["values"] for p in parts))]
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "values": values, "n": parts[0]["n"], "why": ""}
+    mean = sum(p[0] for p in parts) / k
+    half = sum(((p[2] - p[1]) / 2) ** 2 for p in parts) ** 0.5 / k
+    return mean, mean - half, mean + half
 
 
 def cell(c: dict, per_seed: bool = False) -> str:

@@ -271,6 +271,12 @@ def test_committed_rows_are_kept_and_released_bases_loaded(tmp_path):
     assert "w192" not in st.built
     assert study_rows.base_source(c, st, "w192") == f"{released}/scale_w192"
     assert study_rows.base_source(c, st, "w256") == f"{st.work}/bases/w256/bf16"
+    # the release rule's output pattern and the jobs' release directory are one spelling
+    assert study_rows.released_pattern(c, "scale").format(base="w192") == study_rows.release_dir(c, "scale", "w192")
+    # the build rows of the bases this run builds (its releases write them); a released base without them has none
+    assert study_rows.existing_builds(c, st) == [f"{st.points}/base.{b}.build.csv" for b in ("w256", "w384")]
+    Path(f"{st.points}/base.w192.build.csv").write_text("x\n")
+    assert study_rows.existing_builds(c, st)[0] == f"{st.points}/base.w192.build.csv"
     assert "w192" in study_rows.load(dict(c, build_released=True), "scale").built
     # the report reads every planned row that exists or that this run makes
     made = study_rows.existing_points(c, st, "speed")

@@ -82,6 +82,10 @@ def _scale_study_end_to_end(tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     manifest = json.loads((tmp_path / "released" / "scale_w48" / "manifest.json").read_text())
     assert manifest["shape"]["hidden_size"] == 48 and manifest["scores"] and "model.safetensors" in manifest["files"]
+    assert set(manifest["trained"]) == {"pretrain", "sft"}
+    assert all(s["train_seconds"] > 0 for s in manifest["trained"].values())
+    page = (tmp_path / "scale_study" / "scale_study.md").read_text()
+    assert "| w48 |" in page.split("## Cost of the bases it built")[1]  # from the build rows its release wrote
     summary = pd.read_csv(tmp_path / "scale_study" / "scale_study.csv")
     assert set(summary["size"]) == {"w32", "w48"}
     bd = summary[summary["model"] == "bd_pad_cm"]

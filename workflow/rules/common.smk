@@ -116,12 +116,9 @@ def release_inputs(wildcards):
 
 
 def task_data(task):
-    """Local test data of a task: the synthetic files, or data.eval_paths (else the task loads it itself: its
-    override variable, the Hub, or n/a naming data.eval_paths.<task>).  A `{shared}` path whose file is not there
-    (a machine without ../shared) is a default that does not apply, not an error."""
-    if task in plan.TASK_DATA_KEYS:
-        return SYN_FILES[plan.TASK_DATA_KEYS[task]]
-    return plan.eval_path(config, task)
+    """plan.task_data of this run's config: a task's local test data, or None (the task loads its own: its override
+    variable, the Hub, or n/a naming data.eval_paths.<task>; a `{shared}` default absent here does not apply)."""
+    return plan.task_data(config, task)
 
 
 def task_inputs(task):

@@ -168,6 +168,7 @@ def study_report_rule(st):
             speed=study_rows.existing_points(config, st, "speed"),
             metrics=study_rows.existing_points(config, st, "metrics"),
             bases=study_rows.existing_bases(config, st),
+            builds=study_rows.existing_builds(config, st),
         output:
             rows=f"{st.out}/{st.name}_study_rows.csv",
             summary=f"{st.out}/{st.name}_study.csv",

@@ -100,7 +100,8 @@ def study_release_rule(st):
             metrics=[f"{st.work}/bases/{{base}}/{stage}/training_metrics.csv" for stage in study_plan.STAGES],
             accuracy=f"{st.points}/base.{{base}}.accuracy.csv",
         output:
-            f"{st.spec.get('released_dir', 'results/released')}/{st.name}_{{base}}/manifest.json",
+            manifest=f"{study_rows.released_pattern(config, st.name)}/manifest.json",
+            build=f"{st.points}/base.{{base}}.build.csv",
         params:
             job=lambda wc: study_specs.base_job(config, st, wc.base, R),
         log:

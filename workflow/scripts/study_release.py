@@ -1,12 +1,15 @@
 """A base a study built, released into <released_dir>/<study>_<base> with its manifest (fastdllm_core.release): what
 built it (commit, both stages' training configs), where (machine, kernel path), its final losses and its scores, and
-its files' hashes.  Commit the directory afterwards."""
+its files' hashes; and the base's build rows (both stages' training metrics) beside its scores.  Commit both."""
 from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import pandas as pd
     import yaml
 
+    from analysis import study_cost
+    from analysis.results_io import load_csvs
+    from fastdllm_core.provenance import write_csv_atomic
     from fastdllm_core.release import config_digest, write_release
     from fastdllm_dag.plan import study as study_plan
     from fastdllm_dag.plan.study_specs import StudyJob
@@ -16,11 +19,14 @@ with logged(snakemake):  # noqa: F821
     base, info = sm.wildcards.base, job.meta["base"]
     keep = ("stage", "recipe", "step", "loss", "lr", "tokens_seen", "world_size", "torch_threads", "device",
             "git_commit", "cpu", "cpu_isa", "mkl_cbwr", "torch_version", "transformers_version", "python_version")
-    stages = {}
+    stages, builds = {}, []
     for path in sm.input.metrics:
-        last = pd.read_csv(path).iloc[-1]
+        rows = pd.read_csv(path)
+        last = rows.iloc[-1]
         stages[str(last["stage"])] = {k: (last[k].item() if hasattr(last[k], "item") else last[k])
                                       for k in keep if k in last}
+        stages[str(last["stage"])]["train_seconds"] = round(study_cost.stage_seconds(rows), 1)
+        builds += load_csvs([path]).to_dict("records")
     root = sm.input.model.rsplit("/bf16", 1)[0]
     settings = {s: yaml.safe_load(open(f"{root}/{s}/run/train_config.yaml").read()) for s in study_plan.STAGES}
     acc = pd.read_csv(sm.input.accuracy)
@@ -38,4 +44,5 @@ with logged(snakemake):  # noqa: F821
         "config_digest": config_digest(settings), "trained": stages, "scores": scores,
     }
     out = write_release(sm.input.model, job.meta["release"], manifest)
+    write_csv_atomic(sm.output.build, builds)  # the cost table's rows (analysis/study_cost.py)
     print(f"base {base}: released to {out} ({len(scores)} scores); commit the directory")

@@ -8,6 +8,6 @@ with logged(snakemake):  # noqa: F821
     from analysis import study
 
     sm = snakemake  # noqa: F821
-    inputs = {k: list(getattr(sm.input, k)) for k in ("accuracy", "speed", "metrics", "bases")}
+    inputs = {k: list(getattr(sm.input, k)) for k in ("accuracy", "speed", "metrics", "bases", "builds")}
     outputs = {k: getattr(sm.output, k) for k in study.OUTPUTS}
     print(study.report(**inputs, **dict(sm.params.study), **outputs))

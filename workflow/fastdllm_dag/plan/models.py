@@ -125,6 +125,14 @@ def trained_models(config: dict) -> list[str]:
     return [n for n, m in config["models"].items() if is_trained(m) and not m.get("train_unavailable")]
 
 
+def task_data(config: dict, task: str) -> str | None:
+    """Local test data of a task: the synthetic suite's file, or :func:`eval_path` (else None: the task loads its
+    data itself)."""
+    if task in TASK_DATA_KEYS:
+        return synthetic_files(config)[TASK_DATA_KEYS[task]]
+    return eval_path(config, task)
+
+
 def init_inputs(config: dict, name: str) -> list[str]:
     init = config["models"][name]["train"]["init"]
     return model_inputs(config, init) if init in config["models"] else standin_inputs(config, shared_path(config, init))

@@ -42,11 +42,21 @@ def run_subset(config: dict, name: str, key: str) -> set | None:
     return set(chosen) if key == "run_bases" else {int(v) for v in chosen}
 
 
+def build_file(config: dict, name: str, base: str) -> str:
+    """A built base's build rows: both stages' training metrics, written with its release."""
+    return f"{points_dir(config, name)}/base{sp.SEP}{base}.build.csv"
+
+
+def released_pattern(config: dict, name: str) -> str:
+    """Where the bases study ``name`` builds are released, ``{base}`` unfilled: ``<released_dir>/<name>_{base}``."""
+    return f"{sp.spec(config, name)['released_dir']}/{name}_{{base}}"
+
+
 def release_dir(config: dict, name: str, base: str) -> str:
-    """Where ``base`` is released: the default's own base for the reference, else ``<released_dir>/<name>_<base>``."""
+    """Where ``base`` is released: the default's own base for the reference, else :func:`released_pattern`'s."""
     if sp.bases(config, name)[base]["reference"]:
         return plan.model_source(config, "ar_base")
-    return f"{sp.spec(config, name)['released_dir']}/{name}_{base}"
+    return released_pattern(config, name).format(base=base)
 
 
 @dataclass
@@ -112,6 +122,12 @@ def existing_points(config: dict, st: Study, kind: str) -> list[str]:
 def existing_bases(config: dict, st: Study) -> list[str]:
     files = {b: point_files(config, st.name, f"base{sp.SEP}{b}")["accuracy"] for b in st.bases}
     return [f for b, f in files.items() if b in st.todo_bases or os.path.exists(f)]
+
+
+def existing_builds(config: dict, st: Study) -> list[str]:
+    """The build rows of every base this run builds, and of those built before that have them."""
+    files = {b: build_file(config, st.name, b) for b in st.bases}
+    return [f for b, f in files.items() if b in st.built or os.path.exists(f)]
 
 
 def check_ceiling(config: dict, st: Study) -> dict[str, float]:

@@ -85,12 +85,8 @@ class StudyJob:
 
 
 def _scoring(config: dict, st: study_rows.Study, point: str, run_dir: str) -> dict:
-    return dict(data_paths={t: _task_data(config, t) for t in plan.SYNTH_TASKS},
+    return dict(data_paths={t: plan.task_data(config, t) for t in plan.SYNTH_TASKS},
                 cache_dir=f"{st.work}/points/{point}", verdict_cache=f"{run_dir}/cache/verdicts")
-
-
-def _task_data(config: dict, task: str) -> str:
-    return plan.synthetic_files(config)[plan.TASK_DATA_KEYS[task]]
 
 
 def snapshot_job(config: dict, st: study_rows.Study, snapshot: str, run_dir: str) -> dict:
