@@ -174,3 +174,24 @@ def test_a_checkpoint_that_records_no_data_is_checked_against_its_store(tmp_path
         loop.train(_cfg(sft, seq_len=128), run, progress=False)
     loop.train(_cfg(sft), run, progress=False)  # nothing changed: resumes
     assert (run / "final" / "model.safetensors").is_file()
+
+
+def test_a_main_process_that_cannot_write_its_failure_note_still_stops_the_others(tmp_path, tokenizer, sft,
+                                                                                   monkeypatch):
+    """A full disk: the store's build fails and so does the JSON note; an empty note (no data block) still tells
+    the waiting processes, which stop naming the cause, not after prepared_store's six-hour timeout."""
+    from fastdllm_core.training import token_store as ts
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ts, "build_store", full)
+    monkeypatch.setattr(ts, "write_json_atomic", full)
+    (tmp_path / "run").mkdir()
+    with pytest.raises(OSError, match="No space left"):  # the main process' own error stands
+        ts.run_store(tokenizer, [str(sft)], tmp_path / "run", is_main=True, distributed=True, progress=False, **KW)
+    note = tmp_path / "run" / ".data.failed"
+    assert note.exists() and note.read_text() == ""
+    with pytest.raises(sk.MainProcessFailed, match="its note is empty: the disk was full"):
+        ts.prepared_store(tokenizer, [str(sft)], tmp_path / "run" / "data", is_main=False, progress=False,
+                          timeout_s=5, **KW)

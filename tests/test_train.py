@@ -153,17 +153,14 @@ def test_cli_set_and_yaml_numbers(tmp_path, data_file):
 def test_train_processes_runs_one_thread_per_process(tmp_path, data_file, monkeypatch):
     """The CPU thread policy: N data-parallel processes of one thread each, whatever thread variables the caller
     (e.g. Snakemake, which sets MKL_NUM_THREADS to the job's cores) has set; bad counts fail before any launch."""
-    import subprocess
-
     from fastdllm_core.training import launch as T
 
     seen = {}
 
-    def fake_run(cmd, env, check, **kw):
+    def fake_run(cmd, env, **kw):
         seen.update(cmd=cmd, env=env)
-        return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(T, "run_until_stopped", fake_run)
     monkeypatch.setenv("MKL_NUM_THREADS", "2")
     c = cfg(data_file, max_steps=2)
     c["optim"].update(batch_size=4, micro_batch_size=2)

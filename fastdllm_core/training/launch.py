@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ from .run_identity import prefetch_init
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
 RDZV_PORT = 29400
+# what a stopped launch gives its ranks to write their checkpoint before it is killed (a 7B FSDP one takes minutes)
+STOP_GRACE_S = 300
 
 
 def slurm_hostnames(nodelist: str) -> list[str]:
@@ -156,10 +159,37 @@ def train_launched(cfg: TrainConfig, output_dir: str | Path, command: Callable[[
         yaml.safe_dump(cfg.to_dict(), fh, sort_keys=False)
     out = {k: f for k, f in (("stdout", sys.stdout), ("stderr", sys.stderr)) if _has_fileno(f)}  # e.g. a log
     try:
-        subprocess.run(command(train_args(fh.name, output_dir)), env=dict(env or os.environ), check=True, **out)
+        run_until_stopped(command(train_args(fh.name, output_dir)), dict(env or os.environ), **out)
     finally:
         os.unlink(fh.name)
     return output_dir / "final"
+
+
+def run_until_stopped(cmd: list[str], env: Mapping[str, str], grace_s: float = STOP_GRACE_S, **popen) -> None:
+    """Run the launcher ``cmd``; a non-zero exit raises :class:`subprocess.CalledProcessError`.  When this process
+    is stopped while it runs (Ctrl-C's KeyboardInterrupt, or any exception), the stop is passed on as SIGTERM and
+    the launcher gets ``grace_s`` seconds for its ranks to write their checkpoint (:mod:`.stopping`) before it is
+    killed; ``subprocess.run`` would kill it at once and leave the ranks without their launcher."""
+    proc = subprocess.Popen(cmd, env=env, **popen)
+    try:
+        code = proc.wait()
+    except BaseException:
+        stop_gracefully(proc, grace_s)
+        raise
+    if code:
+        raise subprocess.CalledProcessError(code, cmd)
+
+
+def stop_gracefully(proc: subprocess.Popen, grace_s: float) -> int:
+    """SIGTERM to ``proc``, then SIGKILL if it has not exited after ``grace_s`` seconds (or if this wait is itself
+    interrupted); returns its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=grace_s)
+        except BaseException:
+            proc.kill()
+    return proc.wait()
 
 
 def train_gpus(cfg: TrainConfig, output_dir: str | Path, env: Mapping[str, str] | None = None,

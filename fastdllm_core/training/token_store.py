@@ -28,6 +28,7 @@ process' failure note ``.data.failed``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -263,8 +264,15 @@ def prepared_store(tokenizer, files, out_dir: str | Path, *, is_main: bool, time
 
 def _raise_failure(out_dir: Path, key: str) -> None:
     try:
-        note = json.loads(_failure_note(out_dir).read_text())
-    except (OSError, ValueError):
+        text = _failure_note(out_dir).read_text()
+    except OSError:
+        return
+    if not text:  # the main process could only create the note (a full disk): its error is in its log
+        raise MainProcessFailed(f"the main process did not build the token store {out_dir} (its note is empty: "
+                                "the disk was full; its log has the error)")
+    try:
+        note = json.loads(text)
+    except ValueError:
         return
     if isinstance(note, dict) and note.get("key") == key:
         if str(note.get("error")).startswith("StopRequested"):
@@ -296,8 +304,10 @@ def run_store(tokenizer, files, run_dir: Path, *, is_main: bool, distributed: bo
             note = {"key": ident["key"], "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
             try:
                 write_json_atomic(_failure_note(out_dir), note)
-            except OSError as note_exc:  # a full disk: the note cannot be written either; this error stands
+            except OSError as note_exc:  # a full disk: an empty note still takes no data block
                 log.error("%s: the failure note could not be written (%s)", out_dir, note_exc)
+                with contextlib.suppress(OSError):
+                    _failure_note(out_dir).touch()
         raise
 
 
