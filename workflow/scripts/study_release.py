@@ -4,11 +4,12 @@ its files' hashes; and the base's build rows (both stages' training metrics) bes
 from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
+    import csv
+
     import pandas as pd
     import yaml
 
     from analysis import study_cost
-    from analysis.results_io import load_csvs
     from fastdllm_core.provenance import write_csv_atomic
     from fastdllm_core.release import config_digest, write_release
     from fastdllm_dag.plan import study as study_plan
@@ -26,7 +27,8 @@ with logged(snakemake):  # noqa: F821
         stages[str(last["stage"])] = {k: (last[k].item() if hasattr(last[k], "item") else last[k])
                                       for k in keep if k in last}
         stages[str(last["stage"])]["train_seconds"] = round(study_cost.stage_seconds(rows), 1)
-        builds += load_csvs([path]).to_dict("records")
+        with open(path, newline="") as fh:
+            builds += list(csv.DictReader(fh))  # the rows as written
     root = sm.input.model.rsplit("/bf16", 1)[0]
     settings = {s: yaml.safe_load(open(f"{root}/{s}/run/train_config.yaml").read()) for s in study_plan.STAGES}
     acc = pd.read_csv(sm.input.accuracy)
