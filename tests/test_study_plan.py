@@ -7,6 +7,7 @@ rules run end to end in tests/test_workflow_e2e.py::test_end_to_end_ci_config.""
 import copy
 import csv
 import math
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -299,7 +300,8 @@ def test_committed_rows_are_kept_and_released_bases_loaded(tmp_path):
 
 def test_the_committed_rows_of_this_checkout_are_read(at_root):
     """The rows committed under results/<name>_study/points: the budget study's 17 snapshots and its base were
-    migrated there (nothing left to make), the scale study's sizes that are done are not remade."""
+    migrated there (nothing left to make), the scale and pretraining studies' points that are done are not
+    remade."""
     c = default_config("results")
     st = study_rows.load(c, "budget")
     assert st.points == "results/budget_study/points"
@@ -308,6 +310,13 @@ def test_the_committed_rows_of_this_checkout_are_read(at_root):
     assert study_rows.existing_bases(c, st) == ["results/budget_study/points/base.default.accuracy.csv"]
     st = study_rows.load(c, "scale")
     assert not any(s.startswith(("w128.", "w192.")) for s in st.todo)
+    # the pretraining study: p1, p4 and p16 run and p4, p16 released (with their build rows); p32 left to make
+    st = study_rows.load(c, "pretrain")
+    assert sorted(st.todo) == sorted(s for s in st.snapshots if s.startswith("p32.")) and len(st.todo) == 10
+    assert st.todo_bases == st.built == ["p32"]
+    assert study_rows.existing_builds(c, st) == [f"{st.points}/base.{b}.build.csv" for b in ("p4", "p16", "p32")]
+    for b in ("p4", "p16"):
+        assert os.path.isfile(f"{study_rows.release_dir(c, 'pretrain', b)}/manifest.json")
 
 
 @pytest.mark.parametrize("edit, words", [
