@@ -45,9 +45,14 @@ def test_an_interrupted_launch_passes_the_stop_on_and_waits_for_the_checkpoint(t
         _wait_ready(marker)
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: KeyboardInterrupt in the launching process
 
-    threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_until_stopped(cmd, dict(os.environ), grace_s=30)
+    # Python's own Ctrl-C handler, whether or not this process was started with SIGINT ignored (a background job)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_until_stopped(cmd, dict(os.environ), grace_s=30)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert marker.read_text() == "checkpointed"  # the child got SIGTERM and finished its handler
 
 

@@ -13,6 +13,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from fastdllm_core.training import launch
 from fastdllm_core.training.config import OptimConfig, TrainConfig
 from fastdllm_core.training.launch import gpus_on_node, launch_command, train_args, train_gpus
 from fastdllm_core.training.loop import train
@@ -167,7 +168,6 @@ def test_launch_command_slurm_nodes():
 def test_a_nested_srun_runs_without_the_enclosing_steps_variables(tmp_path, data_file, monkeypatch):  # noqa: F811
     """The multi-node launch inside snakemake's job step: the srun gets the allocation's identity only (the step's
     task count would override --nodes), and each node's command fetches the start model before its torchrun."""
-    import subprocess as sp
 
     from fastdllm_core.training.launch import step_env
 
@@ -177,7 +177,8 @@ def test_a_nested_srun_runs_without_the_enclosing_steps_variables(tmp_path, data
     assert step_env(job) == {"SLURM_JOB_ID": "77", "SLURM_CLUSTER_NAME": "c", "CUDA_VISIBLE_DEVICES": "0",
                              "PATH": "/bin"}
     seen = {}
-    monkeypatch.setattr(sp, "run", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))  # squeue
+    monkeypatch.setattr(launch, "run_until_stopped", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))
     train_gpus(TrainConfig.from_dict(run_cfg(data_file)), tmp_path / "run", env=job, hostnames=hosts)
     cmd = seen["cmd"]
     assert cmd[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--overlap"]
@@ -212,7 +213,8 @@ def test_cpu_processes_run_on_every_node_of_a_multi_node_allocation(tmp_path, da
     failed = job_allocation(job, lambda cmd, **k: sp.CompletedProcess(cmd, 1, stdout=""))
     assert failed == job and "squeue did not give job 77's nodes" in capsys.readouterr().err
     seen = {}
-    monkeypatch.setattr(sp, "run", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))
+    monkeypatch.setattr(sp, "run", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))  # squeue
+    monkeypatch.setattr(launch, "run_until_stopped", lambda cmd, env=None, **k: seen.update(cmd=cmd, env=env))
     cfg = run_cfg(data_file)  # 4 micro-batches: one for each of 2 nodes x 2 processes
     train_processes(cfg, tmp_path / "run", 2, env=job, hostnames=hosts, run=squeue)
     cmd = seen["cmd"]
@@ -263,10 +265,10 @@ def test_launch_command_named_errors(env, kw, match):
 def test_train_gpus_names_bad_input_before_any_process(tmp_path, data_file, env, match, monkeypatch):  # noqa: F811
     """The GPU launch checks the GPU count against the batch before it starts a process (and leaves no config
     file behind)."""
-    import subprocess as sp
 
     started = []
-    monkeypatch.setattr(sp, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))  # squeue
+    monkeypatch.setattr(launch, "run_until_stopped", lambda *a, **k: started.append(a))
     with pytest.raises(ValueError, match=match):
         train_gpus(TrainConfig.from_dict(run_cfg(data_file)), tmp_path / "run", env=env)
     assert not started
