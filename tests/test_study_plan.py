@@ -300,8 +300,8 @@ def test_committed_rows_are_kept_and_released_bases_loaded(tmp_path):
 
 def test_the_committed_rows_of_this_checkout_are_read(at_root):
     """The rows committed under results/<name>_study/points: the budget study's 17 snapshots and its base were
-    migrated there (nothing left to make), the scale and pretraining studies' points that are done are not
-    remade."""
+    migrated there (nothing left to make), the scale study's points that are done are not remade, and the
+    pretraining study is complete."""
     c = default_config("results")
     st = study_rows.load(c, "budget")
     assert st.points == "results/budget_study/points"
@@ -310,12 +310,12 @@ def test_the_committed_rows_of_this_checkout_are_read(at_root):
     assert study_rows.existing_bases(c, st) == ["results/budget_study/points/base.default.accuracy.csv"]
     st = study_rows.load(c, "scale")
     assert not any(s.startswith(("w128.", "w192.")) for s in st.todo)
-    # the pretraining study: p1, p4 and p16 run and p4, p16 released (with their build rows); p32 left to make
+    # the pretraining study: all four bases run, p4, p16 and p32 released with their build rows; nothing to make
     st = study_rows.load(c, "pretrain")
-    assert sorted(st.todo) == sorted(s for s in st.snapshots if s.startswith("p32.")) and len(st.todo) == 10
-    assert st.todo_bases == st.built == ["p32"]
+    assert st.todo == {} and st.todo_bases == [] and st.built == [] and len(st.snapshots) == 20
+    assert len(study_rows.existing_points(c, st, "accuracy")) == 20
     assert study_rows.existing_builds(c, st) == [f"{st.points}/base.{b}.build.csv" for b in ("p4", "p16", "p32")]
-    for b in ("p4", "p16"):
+    for b in ("p4", "p16", "p32"):
         assert os.path.isfile(f"{study_rows.release_dir(c, 'pretrain', b)}/manifest.json")
 
 
