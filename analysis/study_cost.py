@@ -12,7 +12,6 @@ import pandas as pd
 
 from analysis.study_frame import fmt, numeric
 
-STAGES = ("pretrain", "sft")
 COLUMNS = ["base", "stage", "steps", "tokens", "hours", "tokens_per_s", "processes", "cpu"]
 
 
@@ -46,8 +45,9 @@ def markdown(builds: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     if builds.empty:
         return []
     table = cost(builds)
+    order = list(dict.fromkeys(table["stage"]))  # pretraining, then SFT, as the release writes them
     per_param = summary[summary["quantity"] == "base"].drop_duplicates("base").set_index("base")
-    head = ["base", "pretraining tokens / param", *(f"{s}: steps, tokens, hours" for s in STAGES), "total hours",
+    head = ["base", "pretraining tokens / param", *(f"{s}: steps, tokens, hours" for s in order), "total hours",
             "median tokens/s (pretraining)", "processes", "CPU"]
     lines = ["## Cost of the bases it built", "",
              "Training time per stage: each logged interval's tokens over the tokens per second measured across it, "
@@ -56,7 +56,7 @@ def markdown(builds: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     for base, g in table.groupby("base", sort=False):
         stages = {r["stage"]: r for _, r in g.iterrows()}
         cells = [f"{int(stages[s]['steps']):,}, {stages[s]['tokens'] / 1e6:.2f}M, {stages[s]['hours']:.2f}"
-                 if s in stages else "n/a" for s in STAGES]
+                 if s in stages else "n/a" for s in order]
         first = g.iloc[0]
         pre = stages.get("pretrain", first)
         ratio = per_param["pretrain_tokens_per_param"].get(base) if "pretrain_tokens_per_param" in per_param else None

@@ -411,9 +411,9 @@ def test_default_pretrain_study_plan(tmp_path):
     prio = {k: sp.priority(c, "pretrain", chains[v["chain"]], v["budget"]) for k, v in snaps.items()}
     assert (prio["p32.ntp.s0.x1"], prio["p1.ntp.s0.x1"], prio["p32.ntp.s1.x1"], prio["p32.ntp.s0.x16"]) == (
         53, 50, 45, 13)
-    # the whole study: 3 bases (5.2 h) and 16 chains (1.5 h) of one job, 3.4 h on 2 cores: within 8 h
+    # the whole study: 3 bases (2.8 h) and 16 chains (1.5 h) of one job, 2.1 h on 2 cores: within 8 h
     est = study_rows.check_ceiling(c, st)
-    assert (round(est["bases"], 2), round(est["chains"], 2), round(est["wall"], 2)) == (5.21, 1.53, 3.37)
+    assert (round(est["bases"], 2), round(est["chains"], 2), round(est["wall"], 2)) == (2.75, 1.53, 2.14)
     # what the jobs receive
     job = study_specs.snapshot_job(c, st, "p16.bd_pad_cm.s0.x1", "R")
     assert job["train"]["model"]["init"] == f"{st.work}/bases/p16/bf16" == job["ar_source"]

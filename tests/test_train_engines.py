@@ -168,7 +168,6 @@ def test_launch_command_slurm_nodes():
 def test_a_nested_srun_runs_without_the_enclosing_steps_variables(tmp_path, data_file, monkeypatch):  # noqa: F811
     """The multi-node launch inside snakemake's job step: the srun gets the allocation's identity only (the step's
     task count would override --nodes), and each node's command fetches the start model before its torchrun."""
-
     from fastdllm_core.training.launch import step_env
 
     job = {**SLURM2, "SLURM_NNODES": "1", "SLURM_NTASKS": "1", "SLURM_JOB_NUM_NODES": "2", "SLURM_STEP_ID": "0",
@@ -265,7 +264,6 @@ def test_launch_command_named_errors(env, kw, match):
 def test_train_gpus_names_bad_input_before_any_process(tmp_path, data_file, env, match, monkeypatch):  # noqa: F811
     """The GPU launch checks the GPU count against the batch before it starts a process (and leaves no config
     file behind)."""
-
     started = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))  # squeue
     monkeypatch.setattr(launch, "run_until_stopped", lambda *a, **k: started.append(a))

@@ -87,7 +87,8 @@ def _scale_study_end_to_end(tmp_path):
 
     build = pd.read_csv(tmp_path / "scale_study" / "points" / "base.w48.build.csv")
     for stage, rows in build.groupby("stage"):  # the manifest's time is the build rows' time, rounded to 0.1 s
-        assert stage_seconds(rows) > 0 and manifest["trained"][stage]["train_seconds"] == round(stage_seconds(rows), 1)
+        seconds = stage_seconds(rows)
+        assert seconds > 0 and manifest["trained"][stage]["train_seconds"] == round(seconds, 1)
     page = (tmp_path / "scale_study" / "scale_study.md").read_text()
     assert "| w48 |" in page.split("## Cost of the bases it built")[1]  # from the build rows its release wrote
     summary = pd.read_csv(tmp_path / "scale_study" / "scale_study.csv")

@@ -73,7 +73,7 @@ def study_train_rule(st):
             unpack(lambda wc: study_train_inputs(st, wc.snapshot)),
         output:
             model=directory(f"{st.work}/models/{{snapshot}}"),
-            metrics=f"{st.points}/{{snapshot}}.metrics.csv",
+            metrics=study_rows.point_files(config, st.name, "{snapshot}")["metrics"],
         params:
             job=lambda wc: study_specs.snapshot_job(config, st, wc.snapshot, R),
         log:
@@ -104,7 +104,7 @@ def study_point_rule(st):
             model=f"{st.work}/models/{{snapshot}}",
             data=[f for t in plan.SYNTH_TASKS for f in task_inputs(t)],
         output:
-            f"{st.points}/{{snapshot}}.accuracy.csv",
+            study_rows.point_files(config, st.name, "{snapshot}")["accuracy"],
         params:
             job=lambda wc: study_specs.snapshot_job(config, st, wc.snapshot, R),
         log:
@@ -136,7 +136,7 @@ def study_speed_rule(st):
             ar=lambda wc: study_base_inputs(st, st.chain_of(wc.snapshot)["base"]),
             prompts=task_data(config["bench"]["prompts_from"]),
         output:
-            f"{st.points}/{{snapshot}}.speed.csv",
+            study_rows.point_files(config, st.name, "{snapshot}")["speed"],
         params:
             job=lambda wc: study_specs.snapshot_job(config, st, wc.snapshot, R),
         log:

@@ -10,7 +10,7 @@ def study_base_point_rule(st):
             model=lambda wc: study_base_inputs(st, wc.base),
             data=[f for t in plan.SYNTH_TASKS for f in task_inputs(t)],
         output:
-            f"{st.points}/base.{{base}}.accuracy.csv",
+            study_rows.point_files(config, st.name, "base.{base}")["accuracy"],
         params:
             job=lambda wc: study_specs.base_job(config, st, wc.base, R),
         log:
@@ -98,10 +98,10 @@ def study_release_rule(st):
         input:
             model=f"{st.work}/bases/{{base}}/bf16",
             metrics=[f"{st.work}/bases/{{base}}/{stage}/training_metrics.csv" for stage in study_plan.STAGES],
-            accuracy=f"{st.points}/base.{{base}}.accuracy.csv",
+            accuracy=study_rows.point_files(config, st.name, "base.{base}")["accuracy"],
         output:
             manifest=f"{study_rows.released_pattern(config, st.name)}/manifest.json",
-            build=f"{st.points}/base.{{base}}.build.csv",
+            build=study_rows.build_file(config, st.name, "{base}"),
         params:
             job=lambda wc: study_specs.base_job(config, st, wc.base, R),
         log:

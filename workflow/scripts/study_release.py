@@ -5,6 +5,7 @@ from fastdllm_dag.job.log import logged
 
 with logged(snakemake):  # noqa: F821
     import csv
+    import io
 
     import pandas as pd
     import yaml
@@ -22,13 +23,13 @@ with logged(snakemake):  # noqa: F821
             "git_commit", "cpu", "cpu_isa", "mkl_cbwr", "torch_version", "transformers_version", "python_version")
     stages, builds = {}, []
     for path in sm.input.metrics:
-        rows = pd.read_csv(path)
+        text = open(path, newline="").read()
+        rows = pd.read_csv(io.StringIO(text))
         last = rows.iloc[-1]
         stages[str(last["stage"])] = {k: (last[k].item() if hasattr(last[k], "item") else last[k])
                                       for k in keep if k in last}
         stages[str(last["stage"])]["train_seconds"] = round(study_cost.stage_seconds(rows), 1)
-        with open(path, newline="") as fh:
-            builds += list(csv.DictReader(fh))  # the rows as written
+        builds += list(csv.DictReader(io.StringIO(text)))  # the rows as written
     root = sm.input.model.rsplit("/bf16", 1)[0]
     settings = {s: yaml.safe_load(open(f"{root}/{s}/run/train_config.yaml").read()) for s in study_plan.STAGES}
     acc = pd.read_csv(sm.input.accuracy)

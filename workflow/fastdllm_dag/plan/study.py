@@ -276,13 +276,18 @@ def base_row_fields(config: dict, name: str, base: str) -> dict:
                 budget=0, budget_tokens=0, train_seed="", model_group="base")
 
 
+def _times(budgets: list) -> str:
+    return ", ".join(f"{b}x" for b in budgets)
+
+
 def describe(config: dict, name: str) -> str:
     """The study a report comes from, for its footer."""
     s = spec(config, name)
     shown = ", ".join(f"{k} ({b['params'] / 1e6:.2f}M, pretraining {b['pretrain']}x)"
                       for k, b in bases(config, name).items())
     levers = ", ".join(f"{lv['name']} = {lv['value']}" for lv in s.get("levers") or []) or "none"
-    return (f"bases {shown}; models {', '.join(s['models'])}; budgets {', '.join(f'{b}x' for b in s['budgets'])}; "
+    budgets = _times(s["budgets"]) + "".join(f" ({b}: {_times(v)})" for b, v in (s.get("base_budgets") or {}).items())
+    return (f"bases {shown}; models {', '.join(s['models'])}; budgets {budgets}; "
             f"seeds {', '.join(map(str, s['seeds']))} (at the ends of {s.get('endpoints_of', 'budgets')} also "
             f"{', '.join(map(str, s.get('endpoint_seeds') or [])) or 'none'}); levers: {levers}")
 
