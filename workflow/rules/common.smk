@@ -71,6 +71,24 @@ ACCURACY_CSVS = [plan_points.accuracy_path(config, j) for j in EVAL_JOBS]
 SHARD_JOBS = eval_cost.shard_jobs(config)  # points over eval.shards.job_minutes: {shard: {model, task, point, k, n}}
 
 
+def eval_params(model_of):
+    """The params of rules evaluate and evaluate_shard alike: the model (``model_of(wildcards)``) and the settings
+    of its evaluation."""
+    return dict(
+        model=model_of,
+        source=lambda wc: plan.model_source(config, model_of(wc)),
+        label=lambda wc: config["models"][model_of(wc)].get("label", model_of(wc)),
+        mode=lambda wc: config["models"][model_of(wc)]["mode"],
+        max_new_tokens=config["decode"]["max_new_tokens"],
+        batch_size=config["eval"]["batch_size"],
+        limit=config["eval"].get("limit"),
+        mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
+        mc_num=config["eval"].get("mc_num", 128),
+        cache_dir=lambda wc: f"{R}/accuracy/{model_of(wc)}",
+        verdict_cache=f"{R}/cache/verdicts",  # code checks made before (same problem, solution, limits, code)
+    )
+
+
 def eval_shard_inputs(job):
     """``{"shards": [the shard files of job's points split in shards]}``; nothing without eval.shards."""
     if not eval_cost.shard_config(config):
@@ -132,6 +150,10 @@ def model_mem_mb(wildcards, attempt):
 
 def model_runtime(wildcards, attempt):
     return (240 if config["scale"].startswith("paper") else 30) * attempt
+
+
+# a job that loads a model: its memory and time (more at the paper scale, more at each attempt) and its GPU
+MODEL_RESOURCES = dict(mem_mb=model_mem_mb, runtime=model_runtime, gpu=GPU)
 
 
 # inputs and outputs of the table and figure rules (workflow/rules/reports.smk): each reads only the results of

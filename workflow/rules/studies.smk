@@ -14,8 +14,6 @@ def study_target(st):
             f"{st.out}/{st.name}_study.png",
             [f"{study_rows.release_dir(config, st.name, b)}/manifest.json" for b in st.built],
 
-    workflow.get_rule(f"{st.name}_study").docstring = study_specs.RULE_DOCS["study"].format(name=st.name, out=st.out)
-
 
 def study_plan_rule(st):
     rule:
@@ -35,8 +33,6 @@ def study_plan_rule(st):
             runtime=5,
         script:
             "../scripts/study_estimate.py"
-
-    workflow.get_rule(f"{st.name}_plan").docstring = study_specs.RULE_DOCS["plan"].format(name=st.name, out=st.out)
 
 
 def study_data_rule(st):
@@ -61,8 +57,6 @@ def study_data_rule(st):
             runtime=20,
         script:
             "../scripts/study_data.py"
-
-    workflow.get_rule(f"{st.name}_data").docstring = study_specs.RULE_DOCS["data"].format(name=st.name, out=st.out)
 
 
 def study_train_rule(st):
@@ -93,8 +87,6 @@ def study_train_rule(st):
         script:
             "../scripts/study_train.py"
 
-    workflow.get_rule(f"{st.name}_train").docstring = study_specs.RULE_DOCS["train"].format(name=st.name, out=st.out)
-
 
 def study_point_rule(st):
     rule:
@@ -118,13 +110,9 @@ def study_point_rule(st):
         conda:
             "../../environment.yml"
         resources:
-            mem_mb=model_mem_mb,
-            runtime=model_runtime,
-            gpu=GPU,
+            **MODEL_RESOURCES,
         script:
             "../scripts/study_point.py"
-
-    workflow.get_rule(f"{st.name}_point").docstring = study_specs.RULE_DOCS["point"].format(name=st.name, out=st.out)
 
 
 def study_speed_rule(st):
@@ -150,13 +138,9 @@ def study_speed_rule(st):
         conda:
             "../../environment.yml"
         resources:
-            mem_mb=model_mem_mb,
-            runtime=model_runtime,
-            gpu=GPU,
+            **MODEL_RESOURCES,
         script:
             "../scripts/study_speed.py"
-
-    workflow.get_rule(f"{st.name}_speed").docstring = study_specs.RULE_DOCS["speed"].format(name=st.name, out=st.out)
 
 
 def study_report_rule(st):
@@ -189,18 +173,15 @@ def study_report_rule(st):
         script:
             "../scripts/study_report.py"
 
-    workflow.get_rule(f"{st.name}_report").docstring = study_specs.RULE_DOCS["report"].format(name=st.name, out=st.out)
-
 
 include: "study_bases.smk"
 
 
 for _st in STUDIES.values():
-    study_target(_st)
-    study_plan_rule(_st)
-    study_data_rule(_st)
-    study_train_rule(_st)
-    study_point_rule(_st)
-    study_speed_rule(_st)
-    study_report_rule(_st)
-    study_base_rules(_st)
+    for _make_rules in (study_target, study_plan_rule, study_data_rule, study_train_rule, study_point_rule,
+                        study_speed_rule, study_report_rule, study_base_rules):
+        _make_rules(_st)
+    # each rule's description (snakemake --list-rules); study_base_rules sets its rules' own
+    for _step in ("study", "plan", "data", "train", "point", "speed", "report"):
+        _doc = study_specs.RULE_DOCS[_step].format(name=_st.name, out=_st.out)
+        workflow.get_rule(f"{_st.name}_{_step}").docstring = _doc
