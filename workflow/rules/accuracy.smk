@@ -14,7 +14,7 @@ rule evaluate:
     params:
         **eval_params(lambda wc: EVAL_JOBS[wc.job]["model"]),
         points=lambda wc: EVAL_JOBS[wc.job]["points"],
-        data_paths=lambda wc: {t: task_data(t) for t in EVAL_JOBS[wc.job]["points"]},
+        data_paths=lambda wc: {t: plan.task_data(config, t) for t in EVAL_JOBS[wc.job]["points"]},
         summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job], SHARD_JOBS),
     log:
         f"{LOGS}/accuracy/{{job}}.log",
@@ -46,7 +46,7 @@ rule evaluate_shard:
     params:
         **eval_params(lambda wc: SHARD_JOBS[wc.shard]["model"]),
         shard=lambda wc: SHARD_JOBS[wc.shard],
-        data_path=lambda wc: task_data(SHARD_JOBS[wc.shard]["task"]),
+        data_path=lambda wc: plan.task_data(config, SHARD_JOBS[wc.shard]["task"]),
         summary=lambda wc: eval_cost.shard_cost_summary(config, SHARD_JOBS[wc.shard]),
     log:
         f"{LOGS}/accuracy/shards/{{shard}}.log",

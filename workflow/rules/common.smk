@@ -32,18 +32,16 @@ validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakem
 
 plan_checks.check(config)
 study_checks.check(config)  # a bad size, an unknown lever or subset: named before any training
-_scaled = study_plan.resolve(config)  # the default base's stages, kept for the bases the studies build
-config.clear()
-config.update(_scaled)
+_resolved = study_plan.resolve(config)  # the default base's stages, kept for the bases the studies build
 # build_released / released_with: which released checkpoints this run loads and which it builds (ar_base)
-_resolved = released.resolve(config)
-config.clear()
-config.update(_resolved)
+_resolved = released.resolve(_resolved)
 # every adaptation once per seed of adaptation_seeds (<model>.seed<S>; the first seed keeps the model's key)
-config["models"] = plan.expand_seeds(config)["models"]
+_resolved = plan.expand_seeds(_resolved)
 # a trained model without training data (none on disk, none the adaptation_data rule can build here) is planned as
 # n/a rows naming the keys to set (models.<m>.train_unavailable), with no training job
-config["models"] = plan_data.mark_unavailable(config)["models"]
+_resolved = plan_data.mark_unavailable(_resolved)
+config.clear()
+config.update(_resolved)
 ADAPTATION_OUT = plan_data.adaptation_output(config)
 ADAPTATION_UNAVAILABLE = plan_data.adaptation_unavailable(config)
 
@@ -59,12 +57,10 @@ FIGURES_DIR = f"{RESULTS}/figures"
 GPU = 1 if config["gpu"] else 0
 SYN = config["data"].get("synthetic", {})
 
-TABLE_NAMES = report_rules.TABLE_NAMES
-FIGURE_NAMES = report_rules.FIGURE_NAMES
 # each table and figure as two files: the first shown in the HTML report, the second for papers
 EXTENSIONS = {"table": ("md", "tex"), "figure": ("png", "pdf")}
-ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in EXTENSIONS["table"]]
-ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in EXTENSIONS["figure"]]
+ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in report_rules.TABLE_NAMES for ext in EXTENSIONS["table"]]
+ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in report_rules.FIGURE_NAMES for ext in EXTENSIONS["figure"]]
 
 EVAL_JOBS = plan_points.evaluation_jobs(config)
 ACCURACY_CSVS = [plan_points.accuracy_path(config, j) for j in EVAL_JOBS]
@@ -102,16 +98,13 @@ RELEASE_BUILDS = released.builds(config)
 SYN_FILES = plan.synthetic_files(config)
 
 
-def train_files(model):
-    return plan.train_files(config, model)
-
-
 def train_inputs(model):
     """Training files as Snakemake inputs: the synthetic ones, and external ones that exist (a missing external
     file is reported by the training job itself before any work, so that the rest of the DAG stays runnable)."""
-    built = [f for f in train_files(model) if f == ADAPTATION_OUT and ADAPTATION_UNAVAILABLE is None]
-    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f) or f in built] + [
-        d for f in train_files(model) for d in plan.standin_inputs(config, f)]
+    files = plan.train_files(config, model)
+    built = ADAPTATION_OUT if ADAPTATION_UNAVAILABLE is None else None
+    return [f for f in files if f in SYN_FILES.values() or os.path.exists(f) or f == built] + [
+        d for f in files for d in plan.standin_inputs(config, f)]
 
 
 NA_TRAINED = {n: m["train_unavailable"] for n, m in config["models"].items() if m.get("train_unavailable")}
@@ -133,14 +126,8 @@ def release_inputs(wildcards):
     }
 
 
-def task_data(task):
-    """plan.task_data of this run's config: a task's local test data, or None (the task loads its own: its override
-    variable, the Hub, or n/a naming data.eval_paths.<task>; a `{shared}` default absent here does not apply)."""
-    return plan.task_data(config, task)
-
-
 def task_inputs(task):
-    p = task_data(task)
+    p = plan.task_data(config, task)
     return [p] if p and task in plan.TASK_DATA_KEYS else plan.standin_inputs(config, p)
 
 
@@ -236,7 +223,3 @@ def study_train_inputs(st, snapshot):
 
 def study_snapshot_priority(st, snapshot):
     return study_plan.priority(config, st.name, st.chain_of(snapshot), st.snapshots[snapshot]["budget"])
-
-
-def study_train_minutes(st, snapshot, attempt):
-    return study_plan.runtime_minutes(config, st.name, st.chain_of(snapshot), attempt)

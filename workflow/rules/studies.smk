@@ -82,7 +82,7 @@ def study_train_rule(st):
             "../../environment.yml"
         resources:
             mem_mb=model_mem_mb,
-            runtime=lambda wc, attempt: study_train_minutes(st, wc.snapshot, attempt),
+            runtime=lambda wc, attempt: study_plan.runtime_minutes(config, st.name, st.chain_of(wc.snapshot), attempt),
             gpu=GPU,
         script:
             "../scripts/study_train.py"
@@ -122,7 +122,7 @@ def study_speed_rule(st):
         input:
             model=f"{st.work}/models/{{snapshot}}",
             ar=lambda wc: study_base_inputs(st, st.chain_of(wc.snapshot)["base"]),
-            prompts=task_data(config["bench"]["prompts_from"]),
+            prompts=plan.task_data(config, config["bench"]["prompts_from"]),
         output:
             f"{st.points}/{{snapshot}}.speed.csv",
         params:
