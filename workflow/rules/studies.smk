@@ -14,9 +14,13 @@ def study_target(st):
             f"{st.out}/{st.name}_study.png",
             [f"{study_rows.release_dir(config, st.name, b)}/manifest.json" for b in st.built],
 
+    workflow.get_rule(f"{st.name}_study").docstring = study_specs.RULE_DOCS["study"].format(name=st.name, out=st.out)
+
 
 def study_plan_rule(st):
     rule:
+        """What this run makes (bases, snapshots) and its estimated training time; refused before any training when
+        over the study's ceiling_hours.  Named by its content: a run that makes the same is not checked twice."""
         name:
             f"{st.name}_plan"
         output:
@@ -37,6 +41,8 @@ def study_plan_rule(st):
 
 def study_data_rule(st):
     rule:
+        """The study's adaptation set (adapt: n_adapt rows per task from the training problems only) or a base's
+        pretraining text (pretrain.x<m>: m times the default's rows, so that no base sees more passes)."""
         name:
             f"{st.name}_data"
         output:
@@ -61,6 +67,8 @@ def study_data_rule(st):
 
 def study_train_rule(st):
     rule:
+        """One snapshot: its chain's run trained to this budget's steps from its base, resuming from the previous
+        snapshot's checkpoint, its final checkpoint kept as the snapshot and its training rows written."""
         name:
             f"{st.name}_train"
         input:
@@ -90,6 +98,8 @@ def study_train_rule(st):
 
 def study_point_rule(st):
     rule:
+        """A snapshot scored on every stand-in at every test item (block diffusion at the accuracy setting and at the
+        speed setting, which gives its tokens per forward)."""
         name:
             f"{st.name}_point"
         input:
@@ -117,6 +127,8 @@ def study_point_rule(st):
 
 def study_speed_rule(st):
     rule:
+        """A snapshot's batch-1 tokens/s at the speed setting and its base's, in interleaved rounds in this job, which
+        holds bench.job_threads cores (no other job of the run beside it)."""
         name:
             f"{st.name}_speed"
         input:
@@ -145,6 +157,8 @@ def study_speed_rule(st):
 
 def study_report_rule(st):
     rule:
+        """The study's tidy CSVs (every accuracy row; one summary row per base, model, lever, budget, quantity and
+        column; the fits) and its table and figure: pure functions of the committed rows (analysis/study.py)."""
         name:
             f"{st.name}_report"
         input:
@@ -181,7 +195,3 @@ for _st in STUDIES.values():
     for _make_rules in (study_target, study_plan_rule, study_data_rule, study_train_rule, study_point_rule,
                         study_speed_rule, study_report_rule, study_base_rules):
         _make_rules(_st)
-    # each rule's description (snakemake --list-rules); study_base_rules sets its rules' own
-    for _step in ("study", "plan", "data", "train", "point", "speed", "report"):
-        _doc = study_specs.RULE_DOCS[_step].format(name=_st.name, out=_st.out)
-        workflow.get_rule(f"{_st.name}_{_step}").docstring = _doc
