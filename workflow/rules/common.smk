@@ -146,13 +146,11 @@ MODEL_RESOURCES = dict(mem_mb=model_mem_mb, runtime=model_runtime, gpu=GPU)
 # inputs and outputs of the table and figure rules (workflow/rules/reports.smk): each reads only the results of
 # what it shows (workflow/fastdllm_dag/plan/report_inputs.py), never the collected accuracy.csv / throughput.csv, so
 # that a table of released checkpoints does not wait on a training job
-# named inputs as the scripts read them: the case studies' CSV is `cases`
-REPORT_INPUT_NAMES = {"cases_single_turn": "cases", "cases_multi_turn": "cases"}
 
 
 def report_input_files(spec):
     """Named inputs of a table's or figure's rule: acc, the evaluation-job CSVs of the models it shows; thr, its
-    throughput sweep's CSV; the case studies; the GPU result files."""
+    throughput sweep's CSV; cases, the case studies' CSV (the name the scripts read); the GPU result files."""
     name = spec["name"]
     files = {
         "acc": lambda: report_inputs.accuracy_inputs(config, name, EVAL_JOBS),
@@ -161,7 +159,7 @@ def report_input_files(spec):
         "cases_multi_turn": lambda: f"{R}/cases/multi_turn.csv",
         "gpu": lambda: plan.gpu_result_files(RESULTS),
     }
-    return {REPORT_INPUT_NAMES.get(k, k): files[k]() for k in spec["inputs"]}
+    return {"cases" if k.startswith("cases_") else k: files[k]() for k in spec["inputs"]}
 
 
 def report_outputs(spec):

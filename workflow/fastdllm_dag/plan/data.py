@@ -75,7 +75,7 @@ def train_data_reason(config: dict, name: str) -> str | None:
     if not plan.is_trained(m) or m["train"].get("dataset", "adapt") != "adapt":
         return None
     synthetic = set(plan.synthetic_files(config).values())
-    built = adaptation_output(config) if adaptation_unavailable(config) is None else None  # by adaptation_data
+    built = adaptation_output(config) if adaptation_unavailable(config) is None else None  # adaptation_data makes it
     absent = [f for f in plan.train_files(config, name)
               if f not in synthetic and not os.path.exists(f) and not plan.standin_inputs(config, f) and f != built]
     if not absent:
