@@ -21,11 +21,9 @@ from fastdllm_dag.plan import report_rules  # the tables and figures
 
 _SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
 # --config values below the top level arrive as strings ('decode={threshold: 0.8}' gives "0.8"): read each as the
-# type the schema asks for, so that the checks, the plan and the jobs see numbers, booleans and lists
+# type the schema asks for, so that the checks, the plan and the jobs see numbers, booleans and lists (same keys)
 with open(_SCHEMA) as _f:
-    _typed = plan_checks.coerce_types(dict(config), yaml.safe_load(_f))
-config.clear()
-config.update(_typed)
+    config.update(plan_checks.coerce_types(dict(config), yaml.safe_load(_f)))
 # a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
 plan_checks.validate_schema(config, _SCHEMA)
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
