@@ -217,10 +217,7 @@ def seed_group(config: dict, name: str) -> list[str]:
 
 def train_seed(config: dict, name: str) -> int:
     """The training seed of model ``name`` (its train block over ``training:``)."""
-    m = config["models"][name]
-    t = merge_config(config.get("training", {}), {k: v for k, v in m.get("train", {}).items()
-                                                   if k not in ("init", "dataset", "processes")})
-    return int(t.get("train", {}).get("seed", 0))
+    return int(training_config(config, name, [])["train"].get("seed", 0))
 
 
 # how a Table 2 row that is not trained here is marked
