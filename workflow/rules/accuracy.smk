@@ -4,8 +4,7 @@ rule evaluate:
     a param: adding or changing one reruns this job, which then measures only the new points -- points measured
     before with the same model, data, settings and code are reused from the model's cache."""
     input:
-        # the points split into shards (eval.shards): merged here from the shards' per-item results (no such input
-        # without eval.shards)
+        # the per-item results of the points split into shards (eval.shards), merged here
         unpack(lambda wc: eval_shard_inputs(wc.job)),
         model=lambda wc: plan.model_inputs(config, EVAL_JOBS[wc.job]["model"]),
         data=lambda wc: [f for t in EVAL_JOBS[wc.job]["points"] for f in task_inputs(t)],

@@ -63,6 +63,11 @@ ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in report_rules.FIGURE_NAMES for
 EVAL_JOBS = plan_points.evaluation_jobs(config)
 ACCURACY_CSVS = [plan_points.accuracy_path(config, j) for j in EVAL_JOBS]
 SHARD_JOBS = eval_cost.shard_jobs(config)  # points over eval.shards.job_minutes: {shard: {model, task, point, k, n}}
+SWEEPS = plan_points.bench_sweeps(config)
+THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
+TRAINED = plan.trained_models(config)
+RELEASE_BUILDS = released.builds(config)
+SYN_FILES = plan.synthetic_files(config)
 
 
 def eval_params(model_of):
@@ -89,11 +94,6 @@ def eval_shard_inputs(job):
         return {}
     return {"shards": [f"{R}/accuracy/shards/{s}.json"
                        for ss in eval_cost.job_shards(config, EVAL_JOBS[job], SHARD_JOBS).values() for s in ss]}
-SWEEPS = plan_points.bench_sweeps(config)
-THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
-TRAINED = plan.trained_models(config)
-RELEASE_BUILDS = released.builds(config)
-SYN_FILES = plan.synthetic_files(config)
 
 
 def train_inputs(model):
