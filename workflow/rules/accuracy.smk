@@ -4,27 +4,16 @@ rule evaluate:
     a param: adding or changing one reruns this job, which then measures only the new points -- points measured
     before with the same model, data, settings and code are reused from the model's cache."""
     input:
-        # the points split into shards (eval.shards): merged here from the shards' per-item results (no such input
-        # without eval.shards)
+        # the per-item results of the points split into shards (eval.shards), merged here
         unpack(lambda wc: eval_shard_inputs(wc.job)),
         model=lambda wc: plan.model_inputs(config, EVAL_JOBS[wc.job]["model"]),
         data=lambda wc: [f for t in EVAL_JOBS[wc.job]["points"] for f in task_inputs(t)],
     output:
         f"{R}/accuracy/{{job}}.csv",
     params:
-        model=lambda wc: EVAL_JOBS[wc.job]["model"],
+        **eval_params(lambda wc: EVAL_JOBS[wc.job]["model"]),
         points=lambda wc: EVAL_JOBS[wc.job]["points"],
-        source=lambda wc: plan.model_source(config, EVAL_JOBS[wc.job]["model"]),
-        label=lambda wc: config["models"][EVAL_JOBS[wc.job]["model"]].get("label", EVAL_JOBS[wc.job]["model"]),
-        mode=lambda wc: config["models"][EVAL_JOBS[wc.job]["model"]]["mode"],
-        data_paths=lambda wc: {t: task_data(t) for t in EVAL_JOBS[wc.job]["points"]},
-        max_new_tokens=config["decode"]["max_new_tokens"],
-        batch_size=config["eval"]["batch_size"],
-        limit=config["eval"].get("limit"),
-        mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
-        mc_num=config["eval"].get("mc_num", 128),
-        cache_dir=lambda wc: f"{R}/accuracy/{EVAL_JOBS[wc.job]['model']}",
-        verdict_cache=f"{R}/cache/verdicts",  # code checks made before (same problem, solution, limits, code)
+        data_paths=lambda wc: {t: plan.task_data(config, t) for t in EVAL_JOBS[wc.job]["points"]},
         summary=lambda wc: summaries.eval_summary(config, EVAL_JOBS[wc.job], SHARD_JOBS),
     log:
         f"{LOGS}/accuracy/{{job}}.log",
@@ -37,9 +26,7 @@ rule evaluate:
     conda:
         "../../environment.yml"
     resources:
-        mem_mb=model_mem_mb,
-        runtime=model_runtime,
-        gpu=GPU,
+        **MODEL_RESOURCES,
     script:
         "../scripts/evaluate.py"
 
@@ -56,19 +43,9 @@ rule evaluate_shard:
     output:
         f"{R}/accuracy/shards/{{shard}}.json",
     params:
+        **eval_params(lambda wc: SHARD_JOBS[wc.shard]["model"]),
         shard=lambda wc: SHARD_JOBS[wc.shard],
-        model=lambda wc: SHARD_JOBS[wc.shard]["model"],
-        source=lambda wc: plan.model_source(config, SHARD_JOBS[wc.shard]["model"]),
-        label=lambda wc: config["models"][SHARD_JOBS[wc.shard]["model"]].get("label", SHARD_JOBS[wc.shard]["model"]),
-        mode=lambda wc: config["models"][SHARD_JOBS[wc.shard]["model"]]["mode"],
-        data_path=lambda wc: task_data(SHARD_JOBS[wc.shard]["task"]),
-        max_new_tokens=config["decode"]["max_new_tokens"],
-        batch_size=config["eval"]["batch_size"],
-        limit=config["eval"].get("limit"),
-        mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
-        mc_num=config["eval"].get("mc_num", 128),
-        cache_dir=lambda wc: f"{R}/accuracy/{SHARD_JOBS[wc.shard]['model']}",
-        verdict_cache=f"{R}/cache/verdicts",
+        data_path=lambda wc: plan.task_data(config, SHARD_JOBS[wc.shard]["task"]),
         summary=lambda wc: eval_cost.shard_cost_summary(config, SHARD_JOBS[wc.shard]),
     log:
         f"{LOGS}/accuracy/shards/{{shard}}.log",
@@ -80,9 +57,7 @@ rule evaluate_shard:
     conda:
         "../../environment.yml"
     resources:
-        mem_mb=model_mem_mb,
-        runtime=model_runtime,
-        gpu=GPU,
+        **MODEL_RESOURCES,
     script:
         "../scripts/evaluate_shard.py"
 
@@ -111,8 +86,6 @@ rule case_study:
     conda:
         "../../environment.yml"
     resources:
-        mem_mb=model_mem_mb,
-        runtime=model_runtime,
-        gpu=GPU,
+        **MODEL_RESOURCES,
     script:
         "../scripts/case_study.py"

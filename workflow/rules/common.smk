@@ -21,29 +21,25 @@ from fastdllm_dag.plan import report_rules  # the tables and figures
 
 _SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
 # --config values below the top level arrive as strings ('decode={threshold: 0.8}' gives "0.8"): read each as the
-# type the schema asks for, so that the checks, the plan and the jobs see numbers, booleans and lists
+# type the schema asks for, so that the checks, the plan and the jobs see numbers, booleans and lists (same keys)
 with open(_SCHEMA) as _f:
-    _typed = plan_checks.coerce_types(dict(config), yaml.safe_load(_f))
-config.clear()
-config.update(_typed)
+    config.update(plan_checks.coerce_types(dict(config), yaml.safe_load(_f)))
 # a schema error in a few lines (field, bad value, what is allowed), not Snakemake's dump of schema and config
 plan_checks.validate_schema(config, _SCHEMA)
 validate(config, "../schemas/config.schema.yaml")  # passes now; kept for Snakemake's schema defaults
 
 plan_checks.check(config)
 study_checks.check(config)  # a bad size, an unknown lever or subset: named before any training
-_scaled = study_plan.resolve(config)  # the default base's stages, kept for the bases the studies build
-config.clear()
-config.update(_scaled)
+_resolved = study_plan.resolve(config)  # the default base's stages, kept for the bases the studies build
 # build_released / released_with: which released checkpoints this run loads and which it builds (ar_base)
-_resolved = released.resolve(config)
-config.clear()
-config.update(_resolved)
+_resolved = released.resolve(_resolved)
 # every adaptation once per seed of adaptation_seeds (<model>.seed<S>; the first seed keeps the model's key)
-config["models"] = plan.expand_seeds(config)["models"]
+_resolved = plan.expand_seeds(_resolved)
 # a trained model without training data (none on disk, none the adaptation_data rule can build here) is planned as
 # n/a rows naming the keys to set (models.<m>.train_unavailable), with no training job
-config["models"] = plan_data.mark_unavailable(config)["models"]
+_resolved = plan_data.mark_unavailable(_resolved)
+config.clear()
+config.update(_resolved)
 ADAPTATION_OUT = plan_data.adaptation_output(config)
 ADAPTATION_UNAVAILABLE = plan_data.adaptation_unavailable(config)
 
@@ -59,16 +55,37 @@ FIGURES_DIR = f"{RESULTS}/figures"
 GPU = 1 if config["gpu"] else 0
 SYN = config["data"].get("synthetic", {})
 
-TABLE_NAMES = report_rules.TABLE_NAMES
-FIGURE_NAMES = report_rules.FIGURE_NAMES
 # each table and figure as two files: the first shown in the HTML report, the second for papers
 EXTENSIONS = {"table": ("md", "tex"), "figure": ("png", "pdf")}
-ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in TABLE_NAMES for ext in EXTENSIONS["table"]]
-ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in FIGURE_NAMES for ext in EXTENSIONS["figure"]]
+ALL_TABLES = [f"{TABLES_DIR}/{n}.{ext}" for n in report_rules.TABLE_NAMES for ext in EXTENSIONS["table"]]
+ALL_FIGURES = [f"{FIGURES_DIR}/{n}.{ext}" for n in report_rules.FIGURE_NAMES for ext in EXTENSIONS["figure"]]
 
 EVAL_JOBS = plan_points.evaluation_jobs(config)
 ACCURACY_CSVS = [plan_points.accuracy_path(config, j) for j in EVAL_JOBS]
 SHARD_JOBS = eval_cost.shard_jobs(config)  # points over eval.shards.job_minutes: {shard: {model, task, point, k, n}}
+SWEEPS = plan_points.bench_sweeps(config)
+THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
+TRAINED = plan.trained_models(config)
+RELEASE_BUILDS = released.builds(config)
+SYN_FILES = plan.synthetic_files(config)
+
+
+def eval_params(model_of):
+    """The params of rules evaluate and evaluate_shard alike: the model (``model_of(wildcards)``) and the settings
+    of its evaluation."""
+    return dict(
+        model=model_of,
+        source=lambda wc: plan.model_source(config, model_of(wc)),
+        label=lambda wc: config["models"][model_of(wc)].get("label", model_of(wc)),
+        mode=lambda wc: config["models"][model_of(wc)]["mode"],
+        max_new_tokens=config["decode"]["max_new_tokens"],
+        batch_size=config["eval"]["batch_size"],
+        limit=config["eval"].get("limit"),
+        mdm_loglikelihood=config["eval"].get("mdm_loglikelihood", "mc"),
+        mc_num=config["eval"].get("mc_num", 128),
+        cache_dir=lambda wc: f"{R}/accuracy/{model_of(wc)}",
+        verdict_cache=f"{R}/cache/verdicts",  # code checks made before (same problem, solution, limits, code)
+    )
 
 
 def eval_shard_inputs(job):
@@ -77,23 +94,15 @@ def eval_shard_inputs(job):
         return {}
     return {"shards": [f"{R}/accuracy/shards/{s}.json"
                        for ss in eval_cost.job_shards(config, EVAL_JOBS[job], SHARD_JOBS).values() for s in ss]}
-SWEEPS = plan_points.bench_sweeps(config)
-THROUGHPUT_CSVS = [f"{R}/throughput/{s}.csv" for s in SWEEPS]
-TRAINED = plan.trained_models(config)
-RELEASE_BUILDS = released.builds(config)
-SYN_FILES = plan.synthetic_files(config)
-
-
-def train_files(model):
-    return plan.train_files(config, model)
 
 
 def train_inputs(model):
     """Training files as Snakemake inputs: the synthetic ones, and external ones that exist (a missing external
     file is reported by the training job itself before any work, so that the rest of the DAG stays runnable)."""
-    built = [f for f in train_files(model) if f == ADAPTATION_OUT and ADAPTATION_UNAVAILABLE is None]
-    return [f for f in train_files(model) if f in SYN_FILES.values() or os.path.exists(f) or f in built] + [
-        d for f in train_files(model) for d in plan.standin_inputs(config, f)]
+    files = plan.train_files(config, model)
+    built = ADAPTATION_OUT if ADAPTATION_UNAVAILABLE is None else None
+    return [f for f in files if f in SYN_FILES.values() or os.path.exists(f) or f == built] + [
+        d for f in files for d in plan.standin_inputs(config, f)]
 
 
 NA_TRAINED = {n: m["train_unavailable"] for n, m in config["models"].items() if m.get("train_unavailable")}
@@ -115,14 +124,8 @@ def release_inputs(wildcards):
     }
 
 
-def task_data(task):
-    """plan.task_data of this run's config: a task's local test data, or None (the task loads its own: its override
-    variable, the Hub, or n/a naming data.eval_paths.<task>; a `{shared}` default absent here does not apply)."""
-    return plan.task_data(config, task)
-
-
 def task_inputs(task):
-    p = task_data(task)
+    p = plan.task_data(config, task)
     return [p] if p and task in plan.TASK_DATA_KEYS else plan.standin_inputs(config, p)
 
 
@@ -134,16 +137,18 @@ def model_runtime(wildcards, attempt):
     return (240 if config["scale"].startswith("paper") else 30) * attempt
 
 
+# a job that loads a model: its memory and time (more at the paper scale, more at each attempt) and its GPU
+MODEL_RESOURCES = dict(mem_mb=model_mem_mb, runtime=model_runtime, gpu=GPU)
+
+
 # inputs and outputs of the table and figure rules (workflow/rules/reports.smk): each reads only the results of
 # what it shows (workflow/fastdllm_dag/plan/report_inputs.py), never the collected accuracy.csv / throughput.csv, so
 # that a table of released checkpoints does not wait on a training job
-# named inputs as the scripts read them: the case studies' CSV is `cases`
-REPORT_INPUT_NAMES = {"cases_single_turn": "cases", "cases_multi_turn": "cases"}
 
 
 def report_input_files(spec):
     """Named inputs of a table's or figure's rule: acc, the evaluation-job CSVs of the models it shows; thr, its
-    throughput sweep's CSV; the case studies; the GPU result files."""
+    throughput sweep's CSV; cases, the case studies' CSV (the name the scripts read); the GPU result files."""
     name = spec["name"]
     files = {
         "acc": lambda: report_inputs.accuracy_inputs(config, name, EVAL_JOBS),
@@ -152,7 +157,7 @@ def report_input_files(spec):
         "cases_multi_turn": lambda: f"{R}/cases/multi_turn.csv",
         "gpu": lambda: plan.gpu_result_files(RESULTS),
     }
-    return {REPORT_INPUT_NAMES.get(k, k): files[k]() for k in spec["inputs"]}
+    return {"cases" if k.startswith("cases_") else k: files[k]() for k in spec["inputs"]}
 
 
 def report_outputs(spec):
@@ -214,7 +219,3 @@ def study_train_inputs(st, snapshot):
 
 def study_snapshot_priority(st, snapshot):
     return study_plan.priority(config, st.name, st.chain_of(snapshot), st.snapshots[snapshot]["budget"])
-
-
-def study_train_minutes(st, snapshot, attempt):
-    return study_plan.runtime_minutes(config, st.name, st.chain_of(snapshot), attempt)

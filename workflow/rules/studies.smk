@@ -19,6 +19,8 @@ def study_target(st):
 
 def study_plan_rule(st):
     rule:
+        """What this run makes (bases, snapshots) and its estimated training time; refused before any training when
+        over the study's ceiling_hours.  Named by its content: a run that makes the same is not checked twice."""
         name:
             f"{st.name}_plan"
         output:
@@ -36,11 +38,11 @@ def study_plan_rule(st):
         script:
             "../scripts/study_estimate.py"
 
-    workflow.get_rule(f"{st.name}_plan").docstring = study_specs.RULE_DOCS["plan"].format(name=st.name, out=st.out)
-
 
 def study_data_rule(st):
     rule:
+        """The study's adaptation set (adapt: n_adapt rows per task from the training problems only) or a base's
+        pretraining text (pretrain.x<m>: m times the default's rows, so that no base sees more passes)."""
         name:
             f"{st.name}_data"
         output:
@@ -62,11 +64,11 @@ def study_data_rule(st):
         script:
             "../scripts/study_data.py"
 
-    workflow.get_rule(f"{st.name}_data").docstring = study_specs.RULE_DOCS["data"].format(name=st.name, out=st.out)
-
 
 def study_train_rule(st):
     rule:
+        """One snapshot: its chain's run trained to this budget's steps from its base, resuming from the previous
+        snapshot's checkpoint, its final checkpoint kept as the snapshot and its training rows written."""
         name:
             f"{st.name}_train"
         input:
@@ -88,16 +90,16 @@ def study_train_rule(st):
             "../../environment.yml"
         resources:
             mem_mb=model_mem_mb,
-            runtime=lambda wc, attempt: study_train_minutes(st, wc.snapshot, attempt),
+            runtime=lambda wc, attempt: study_plan.runtime_minutes(config, st.name, st.chain_of(wc.snapshot), attempt),
             gpu=GPU,
         script:
             "../scripts/study_train.py"
 
-    workflow.get_rule(f"{st.name}_train").docstring = study_specs.RULE_DOCS["train"].format(name=st.name, out=st.out)
-
 
 def study_point_rule(st):
     rule:
+        """A snapshot scored on every stand-in at every test item (block diffusion at the accuracy setting and at the
+        speed setting, which gives its tokens per forward)."""
         name:
             f"{st.name}_point"
         input:
@@ -118,23 +120,21 @@ def study_point_rule(st):
         conda:
             "../../environment.yml"
         resources:
-            mem_mb=model_mem_mb,
-            runtime=model_runtime,
-            gpu=GPU,
+            **MODEL_RESOURCES,
         script:
             "../scripts/study_point.py"
-
-    workflow.get_rule(f"{st.name}_point").docstring = study_specs.RULE_DOCS["point"].format(name=st.name, out=st.out)
 
 
 def study_speed_rule(st):
     rule:
+        """A snapshot's batch-1 tokens/s at the speed setting and its base's, in interleaved rounds in this job, which
+        holds bench.job_threads cores (no other job of the run beside it)."""
         name:
             f"{st.name}_speed"
         input:
             model=f"{st.work}/models/{{snapshot}}",
             ar=lambda wc: study_base_inputs(st, st.chain_of(wc.snapshot)["base"]),
-            prompts=task_data(config["bench"]["prompts_from"]),
+            prompts=plan.task_data(config, config["bench"]["prompts_from"]),
         output:
             study_rows.point_files(config, st.name, "{snapshot}")["speed"],
         params:
@@ -150,17 +150,15 @@ def study_speed_rule(st):
         conda:
             "../../environment.yml"
         resources:
-            mem_mb=model_mem_mb,
-            runtime=model_runtime,
-            gpu=GPU,
+            **MODEL_RESOURCES,
         script:
             "../scripts/study_speed.py"
-
-    workflow.get_rule(f"{st.name}_speed").docstring = study_specs.RULE_DOCS["speed"].format(name=st.name, out=st.out)
 
 
 def study_report_rule(st):
     rule:
+        """The study's tidy CSVs (every accuracy row; one summary row per base, model, lever, budget, quantity and
+        column; the fits) and its table and figure: pure functions of the committed rows (analysis/study.py)."""
         name:
             f"{st.name}_report"
         input:
@@ -189,18 +187,11 @@ def study_report_rule(st):
         script:
             "../scripts/study_report.py"
 
-    workflow.get_rule(f"{st.name}_report").docstring = study_specs.RULE_DOCS["report"].format(name=st.name, out=st.out)
-
 
 include: "study_bases.smk"
 
 
 for _st in STUDIES.values():
-    study_target(_st)
-    study_plan_rule(_st)
-    study_data_rule(_st)
-    study_train_rule(_st)
-    study_point_rule(_st)
-    study_speed_rule(_st)
-    study_report_rule(_st)
-    study_base_rules(_st)
+    for _make_rules in (study_target, study_plan_rule, study_data_rule, study_train_rule, study_point_rule,
+                        study_speed_rule, study_report_rule, study_base_rules):
+        _make_rules(_st)

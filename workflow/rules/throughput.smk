@@ -9,7 +9,7 @@ rule bench:
         runs=lambda wc: SWEEPS[wc.sweep],
         sources=lambda wc: {m: plan.model_source(config, m) for m in plan_points.sweep_models(config, wc.sweep)},
         prompts_task=config["bench"]["prompts_from"],
-        prompts_path=lambda wc: task_data(config["bench"]["prompts_from"]),
+        prompts_path=lambda wc: plan.task_data(config, config["bench"]["prompts_from"]),
         bench=config["bench"],
         summary=lambda wc: summaries.sweep_summary(config, wc.sweep),
     log:

@@ -10,7 +10,7 @@ rule train_model:
         final=protected(directory(f"{R}/models/{{model}}/run/final")),
         metrics=f"{R}/models/{{model}}/training_metrics.csv",
     params:
-        cfg=lambda wc: plan.training_config(config, wc.model, train_files(wc.model)),
+        cfg=lambda wc: plan.training_config(config, wc.model, plan.train_files(config, wc.model)),
         run_dir=lambda wc: f"{R}/models/{wc.model}/run",
         recipe=lambda wc: config["models"][wc.model]["train"]["recipe"],
     log:

@@ -62,24 +62,23 @@ def explain_schema_error(e) -> str:
             out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
         return out
 
+    def unknown_key(key: str, allowed: list[str]) -> str:
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
+        return f"config field {dotted(path + [key])}: unknown key{hint} (allowed under {field}: {', '.join(allowed)})"
+
     path = list(e.absolute_path)
     field = dotted(path) or "(top level)"
     kw, val, inst = e.validator, e.validator_value, e.instance
     if kw == "additionalProperties" and isinstance(inst, dict):
         allowed = sorted(e.schema.get("properties", {}))
-        extra = sorted(k for k in inst if k not in allowed)
-        key = extra[0] if extra else "?"
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
-        return f"config field {dotted(path + [key])}: unknown key{hint} (allowed under {field}: {', '.join(allowed)})"
+        return unknown_key(min((k for k in inst if k not in allowed), default="?"), allowed)
     if kw == "required":
         missing = [k for k in val if not isinstance(inst, dict) or k not in inst]
         return (f"config field {field}: required key {missing[0] if missing else val!r} is missing (needs "
                 f"{', '.join(val)})")
     if kw == "enum" and isinstance(inst, str) and list(e.absolute_schema_path)[-2:-1] == ["propertyNames"]:
-        close = difflib.get_close_matches(inst, [str(v) for v in val], n=1)
-        hint = f"; did you mean {dotted(path + [close[0]])!r}?" if close else ""
-        return f"config field {dotted(path + [inst])}: unknown key{hint} (allowed under {field}: {', '.join(val)})"
+        return unknown_key(inst, [str(v) for v in val])
     if kw == "propertyNames":
         return f"config field {field}: bad key name; {e.message}"
     what = {
@@ -171,11 +170,11 @@ def _check_roles(config: dict) -> None:
     for r, (mode, _) in plan.ROLES.items():
         if r not in config["roles"]:
             _fail(f"roles.{r}", f"is missing; every role must be set ({', '.join(plan.ROLES)})")
-        if config["roles"][r] not in models:
-            _fail(f"roles.{r}", f"unknown model {config['roles'][r]!r}; defined: {sorted(models)}")
-        if models[config["roles"][r]]["mode"] != mode:
-            _fail(f"roles.{r}", f"must name a model with mode: {mode} ({config['roles'][r]!r} has mode: "
-                                f"{models[config['roles'][r]]['mode']})")
+        name = config["roles"][r]
+        if name not in models:
+            _fail(f"roles.{r}", f"unknown model {name!r}; defined: {sorted(models)}")
+        if models[name]["mode"] != mode:
+            _fail(f"roles.{r}", f"must name a model with mode: {mode} ({name!r} has mode: {models[name]['mode']})")
 
 
 def _check_models(config: dict) -> None:
@@ -203,20 +202,20 @@ def _check_model_decoding(config: dict) -> None:
     from fastdllm_core.decode_config import MODE_FIELDS, DecodeConfig
 
     for name, m in config["models"].items():
-        if "decode" in m and not plan_points.is_mdm(config, name):
-            _fail(f"models.{name}.decode", f"only masked-diffusion models (mode llada or dream) have their own "
-                                           f"decode block; {name!r} has mode {m['mode']} (see decode:)")
         if not plan_points.is_mdm(config, name):
+            if "decode" in m:
+                _fail(f"models.{name}.decode", f"only masked-diffusion models (mode llada or dream) have their own "
+                                               f"decode block; {name!r} has mode {m['mode']} (see decode:)")
             continue
-        for task in [None, *((m.get("decode") or {}).get("per_task") or {})]:
+        decode = m.get("decode") or {}
+        for task in [None, *(decode.get("per_task") or {})]:
             field = f"models.{name}.decode" + (f".per_task.{task}" if task else "")
-            own = (m.get("decode") or {}) if task is None else m["decode"]["per_task"][task]
+            own = decode if task is None else decode["per_task"][task]
             extra = sorted(set(own) - set(MODE_FIELDS[m["mode"]]) - {"per_task"})
             if extra:  # a field no point carries would be dropped silently (sampling: every row is greedy)
                 _fail(field, f"{', '.join(map(repr, extra))} cannot be set here: a {m['mode']} point carries only "
                              f"{', '.join(MODE_FIELDS[m['mode']])} (every row decodes greedily)")
-            if "max_new_tokens" not in {**(m.get("decode") or {}), **((m.get("decode") or {}).get("per_task") or {})
-                                        .get(task, {})} and not isinstance(config["decode"]["max_new_tokens"], int):
+            if "max_new_tokens" not in {**decode, **own} and not isinstance(config["decode"]["max_new_tokens"], int):
                 _fail(field, "needs max_new_tokens (its generation length): decode.max_new_tokens is "
                              f"{config['decode']['max_new_tokens']!r}")
             try:

@@ -55,7 +55,7 @@ def adaptation_tokenizer(config: dict) -> str:
     t = config["data"]["adaptation"].get("tokenizer")
     if t:
         return plan.shared_path(config, t)
-    for _name, m in config["models"].items():
+    for m in config["models"].values():
         if plan.is_adaptation(m):
             init = m["train"]["init"]
             return plan.model_source(config, init) if init in config["models"] else plan.shared_path(config, init)
@@ -69,19 +69,15 @@ def adaptation_inputs(config: dict) -> list[str]:
     return plan.standin_inputs(config, c.get("local_dir")) + plan.standin_inputs(config, adaptation_tokenizer(config))
 
 
-def _buildable(config: dict, f: str) -> bool:
-    return f == adaptation_output(config) and adaptation_unavailable(config) is None
-
-
 def train_data_reason(config: dict, name: str) -> str | None:
     """Why model ``name`` (trained here) has no training data, or None when it has (or will have) it."""
     m = config["models"][name]
     if not plan.is_trained(m) or m["train"].get("dataset", "adapt") != "adapt":
         return None
     synthetic = set(plan.synthetic_files(config).values())
+    built = adaptation_output(config) if adaptation_unavailable(config) is None else None  # adaptation_data makes it
     absent = [f for f in plan.train_files(config, name)
-              if f not in synthetic and not os.path.exists(f) and not plan.standin_inputs(config, f)
-              and not _buildable(config, f)]
+              if f not in synthetic and not os.path.exists(f) and not plan.standin_inputs(config, f) and f != built]
     if not absent:
         return None
     why = adaptation_unavailable(config)

@@ -86,17 +86,13 @@ def standin_models(config: dict) -> dict[str, str]:
     return {n: f"{standin_dir(config)}/models/{n}" for n in (config.get("standins") or {}).get("models", {})}
 
 
-def standin_data_dir(config: dict) -> str | None:
-    """The stand-in data directory when ``standins.data`` is set, else None."""
-    return f"{standin_dir(config)}/data" if (config.get("standins") or {}).get("data") else None
-
-
 def standin_inputs(config: dict, path: str | None) -> list[str]:
-    """The stand-in output (a model directory or the data directory) that ``path`` lies in, as a Snakemake
-    input; [] for any other path."""
-    if not path or not config.get("standins"):
+    """The stand-in output (a model directory, or the data directory when ``standins.data`` is set) that ``path``
+    lies in, as a Snakemake input; [] for any other path."""
+    standins = config.get("standins")
+    if not path or not standins:
         return []
-    for d in [*standin_models(config).values(), standin_data_dir(config)]:
+    for d in [*standin_models(config).values(), f"{standin_dir(config)}/data" if standins.get("data") else None]:
         if d and (path == d or path.startswith(d + "/")):
             return [d]
     return []
@@ -162,16 +158,13 @@ def training_config(config: dict, name: str, train_files: list[str]) -> dict:
     m = config["models"][name]["train"]
     cfg = merge_config(config.get("training", {}),
                        {k: v for k, v in m.items() if k not in ("init", "dataset", "processes")})
-    init = m["init"]
-    cfg.setdefault("model", {})
-    cfg["model"]["init"] = (model_final(config, init) if init in config["models"]
-                            and is_trained(config["models"][init]) else
-                            model_source(config, init) if init in config["models"] else shared_path(config, init))
-    cfg.setdefault("data", {})
-    cfg["data"]["train_files"] = list(train_files)
-    cfg.setdefault("train", {})
+    init = m["init"]  # a model of the config (its checkpoint or source), else a path or Hub id
+    cfg.setdefault("model", {})["init"] = (model_source(config, init) if init in config["models"]
+                                           else shared_path(config, init))
+    cfg.setdefault("data", {})["train_files"] = list(train_files)
+    train = cfg.setdefault("train", {})
     if config.get("device") in ("cpu", "cuda"):
-        cfg["train"]["device"] = config["device"]
+        train["device"] = config["device"]
     return cfg
 
 
@@ -224,10 +217,7 @@ def seed_group(config: dict, name: str) -> list[str]:
 
 def train_seed(config: dict, name: str) -> int:
     """The training seed of model ``name`` (its train block over ``training:``)."""
-    m = config["models"][name]
-    t = merge_config(config.get("training", {}), {k: v for k, v in m.get("train", {}).items()
-                                                   if k not in ("init", "dataset", "processes")})
-    return int(t.get("train", {}).get("seed", 0))
+    return int(training_config(config, name, [])["train"].get("seed", 0))
 
 
 # how a Table 2 row that is not trained here is marked

@@ -89,15 +89,11 @@ def check_pair(config: dict, i: int, row: dict) -> None:
                                                  f"{b!r}: {why}")
 
 
-def kind(config: dict, name: str) -> str:
-    return "AR" if config["models"][name]["mode"] == "ar" else "diffusion"
-
-
 def pair_label(config: dict, row: dict) -> str:
     """What the difference of ``row`` against its baseline is, e.g. "the row against the AR model it was adapted
     from", followed by the row's ``relation_note``."""
     rel = row.get("relation", DEFAULT_RELATION)
-    text = RELATIONS[rel].format(kind=kind(config, row["baseline"]))
+    text = RELATIONS[rel].format(kind="AR" if config["models"][row["baseline"]]["mode"] == "ar" else "diffusion")
     note = str(row.get("relation_note", "")).strip()
     return f"{text} ({note})" if note else text
 

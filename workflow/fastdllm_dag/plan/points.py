@@ -39,10 +39,8 @@ def speed_decode(config: dict) -> dict:
                                                     config["decode"]["use_sub_block_cache"])))
 
 
-# a model's own decoder (models.<m>.mode): AR, the Fast-dLLM v2 block-diffusion decoder, or a masked-diffusion
-# model's own sampler (LLaDA's generate, Dream's diffusion_generate); "v1" (Fast-dLLM v1 on a masked-diffusion
-# model) is a decoding of the latter, measured in the speed comparisons
-MODEL_MODES = ("ar", "bd", "llada", "dream")
+# "v1": Fast-dLLM v1 on a masked-diffusion model (mode llada or dream: its own sampler, LLaDA's generate or Dream's
+# diffusion_generate), a decoding measured in the speed comparisons
 V1_CACHE = "dual"  # Fast-dLLM v1's fastest cache (its DualCache), the "Fast-dLLM-LLaDA" of the paper's Figure 1a
 
 
@@ -133,26 +131,23 @@ def _points(config: dict) -> tuple[list[tuple[str, str, str]], set[tuple[str, st
             pts.append((model, task, p))
 
     base, abl, speed_bd = base_decode(config), plan.role(config, "ablation_bd"), plan.role(config, "speed_bd")
-    t1_tasks = plan.tasks(config)
-    for row in config["tables"]["table1"]["rows"]:  # a row is the mean over the model's seed replicates
-        for m in plan.seed_group(config, row["model"]):
-            for t in t1_tasks:
-                add(m, t, model_decode(config, m, t))
-    for row in config["tables"]["table2"]["rows"]:
-        for m in plan.seed_group(config, row["model"]):
-            for c in config["tables"]["table2"]["columns"]:
-                add(m, plan.col_task(config, c), model_decode(config, m, plan.col_task(config, c)))
+    t, f = config["tables"], config["figures"]
+    table_tasks = {"table1": plan.tasks(config), "table2": [plan.col_task(config, c) for c in t["table2"]["columns"]]}
+    for table, tasks in table_tasks.items():
+        for row in t[table]["rows"]:  # a row is the mean over the model's seed replicates
+            for m in plan.seed_group(config, row["model"]):
+                for task in tasks:
+                    add(m, task, model_decode(config, m, task))
     tables = set(pts)
-    for s in config["tables"]["table3"]["sub_blocks"]:
-        for c in config["tables"]["table3"]["columns"]:
+    for s in t["table3"]["sub_blocks"]:
+        for c in t["table3"]["columns"]:
             add(abl, plan.col_task(config, c), dict(base, sub_block_size=s), sweep=True)
-    for b in config["tables"]["table4"]["block_sizes"]:
-        for c in config["tables"]["table4"]["columns"]:
+    for b in t["table4"]["block_sizes"]:
+        for c in t["table4"]["columns"]:
             add(abl, plan.col_task(config, c), dict(base, block_size=b, sub_block_size=b), sweep=True)
-    f = config["figures"]
-    for th in f["threshold"]["thresholds"]:
-        add(speed_bd, plan.col_task(config, f["threshold"]["column"]), dict(base, threshold=th), sweep=True)
     fig_task = plan.col_task(config, f["threshold"]["column"])
+    for th in f["threshold"]["thresholds"]:
+        add(speed_bd, fig_task, dict(base, threshold=th), sweep=True)
     for m in fig1a_models(config):  # fig 1a: accuracy at the speed setting (each of a model's speed points)
         for mode, dec in speed_points(config, m, fig_task):
             add(m, fig_task, dec, sweep=True, mode=mode)
@@ -216,9 +211,7 @@ def case_conversations(config: dict, kind: str) -> list[list[str]]:
 def bench_sweeps(config: dict) -> dict[str, list[dict]]:
     """Throughput sweeps: name -> list of runs {model, mode, batch_size, decode}."""
     f = config["figures"]
-    abl, speed_bd, speed_ar = (plan.role(config, "ablation_bd"), plan.role(config, "speed_bd"),
-                               plan.role(config, "speed_ar"))
-    sp = speed_decode(config)
+    abl, speed_bd, speed_ar = (plan.role(config, r) for r in ("ablation_bd", "speed_bd", "speed_ar"))
     # Figures 1a and 1b: every drawn model (the speed pair, the other Table 1 rows: the baselines) at each speed
     # point and every batch size of figures.batch; batch 1 is Figure 1a's
     task = plan.col_task(config, f["threshold"]["column"])
@@ -230,7 +223,7 @@ def bench_sweeps(config: dict) -> dict[str, list[dict]]:
         "threshold": [{"model": speed_bd, "mode": "bd", "batch_size": f["threshold"]["batch"],
                        "decode": dict(base_decode(config), threshold=t)} for t in f["threshold"]["thresholds"]],
         "subblock": [{"model": abl, "mode": "bd", "batch_size": b,
-                      "decode": dict(sp, sub_block_size=s, use_sub_block_cache=c)}
+                      "decode": dict(speed_decode(config), sub_block_size=s, use_sub_block_cache=c)}
                      for b in f["subblock"]["batches"] for s in f["subblock"]["sub_blocks"]
                      for c in f["subblock"]["caches"]],
     }
@@ -244,6 +237,7 @@ def bench_sweeps(config: dict) -> dict[str, list[dict]]:
 
 def sweep_models(config: dict, sweep: str) -> list[str]:
     return list(dict.fromkeys(r["model"] for r in bench_sweeps(config)[sweep]))
+
 
 def eval_priority(config: dict, job: str, jobs: dict | None = None) -> int:
     """Evaluation jobs of the models the sweeps use come first among evaluations (they have the most points).

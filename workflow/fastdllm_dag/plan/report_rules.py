@@ -64,8 +64,5 @@ FIGURE_NAMES = [s["name"] for s, _ in SPECS if s["kind"] == "figure"]
 
 def report_rules(config: dict) -> list[dict]:
     """The specs with their dry-run messages filled in for ``config`` (``message`` None: Snakemake's default)."""
-    out = []
-    for spec, summary in SPECS:
-        msg = spec["message"]
-        out.append(dict(spec, message=None if msg is None else msg.replace("{summary}", summary(config))))
-    return out
+    return [dict(spec, message=None if spec["message"] is None else
+                 spec["message"].replace("{summary}", summary(config))) for spec, summary in SPECS]

@@ -85,12 +85,10 @@ def _check_levers(config: dict, name: str, where: str) -> None:
 
 def _check_subsets(config: dict, name: str, where: str) -> None:
     s, bases = sp.spec(config, name), list(sp.bases(config, name))
-    for key in s.get("run_bases") or []:
-        if key not in bases:
-            raise ValueError(f"{where}.run_bases: unknown base {key!r}; known: {bases}")
-    for key in s.get("base_budgets") or {}:
-        if key not in bases:
-            raise ValueError(f"{where}.base_budgets: unknown base {key!r}; known: {bases}")
+    for field in ("run_bases", "base_budgets"):  # a list of bases; a mapping base -> budgets
+        for key in s.get(field) or ():
+            if key not in bases:
+                raise ValueError(f"{where}.{field}: unknown base {key!r}; known: {bases}")
     budgets = {int(b) for b in s["budgets"]} | {int(b) for v in (s.get("base_budgets") or {}).values() for b in v}
     known = {"run_budgets": sorted(budgets),
              "run_seeds": sorted({int(v) for v in list(s["seeds"]) + list(s.get("endpoint_seeds") or [])})}

@@ -10,35 +10,12 @@ from fastdllm_dag.plan import points as plan_points
 from fastdllm_dag.plan import study as sp
 from fastdllm_dag.plan import study_rows
 
-# each rule's description (``snakemake --list-rules``), ``{name}`` and ``{out}`` filled per study
+# the descriptions (``snakemake --list-rules``) of a study's target and of its bases' rules
+# (workflow/rules/study_bases.smk), ``{name}`` and ``{out}`` filled per study
 RULE_DOCS = {
     "study": (
         "The {name} study's table and figure ({out}/): each point's gaps to its base and to NTP, tokens per "
         "forward and batch-1 speed, with fits; and the bases this run built, released (commit them and the rows)."
-    ),
-    "plan": (
-        "What this run makes (bases, snapshots) and its estimated training time; refused before any training when "
-        "over the study's ceiling_hours.  Named by its content: a run that makes the same is not checked twice."
-    ),
-    "data": (
-        "The study's adaptation set (adapt: n_adapt rows per task from the training problems only) or a base's "
-        "pretraining text (pretrain.x<m>: m times the default's rows, so that no base sees more passes)."
-    ),
-    "train": (
-        "One snapshot: its chain's run trained to this budget's steps from its base, resuming from the previous "
-        "snapshot's checkpoint, its final checkpoint kept as the snapshot and its training rows written."
-    ),
-    "point": (
-        "A snapshot scored on every stand-in at every test item (block diffusion at the accuracy setting and at the "
-        "speed setting, which gives its tokens per forward)."
-    ),
-    "speed": (
-        "A snapshot's batch-1 tokens/s at the speed setting and its base's, in interleaved rounds in this job, which "
-        "holds bench.job_threads cores (no other job of the run beside it)."
-    ),
-    "report": (
-        "The study's tidy CSVs (every accuracy row; one summary row per base, model, lever, budget, quantity and "
-        "column; the fits) and its table and figure: pure functions of the committed rows (analysis/study.py)."
     ),
     "base_point": (
         "A base scored on every stand-in at every test item, as the snapshots are (the reference of their gaps)."
