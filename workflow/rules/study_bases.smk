@@ -4,6 +4,7 @@
 
 def study_base_point_rule(st):
     rule:
+        """A base scored on every stand-in at every test item, as the snapshots are (the reference of their gaps)."""
         name:
             f"{st.name}_base_point"
         input:
@@ -30,11 +31,12 @@ def study_base_point_rule(st):
         script:
             "../scripts/study_point.py"
 
-    workflow.get_rule(f"{st.name}_base_point").docstring = study_specs.RULE_DOCS["base_point"].format(name=st.name, out=st.out)
-
 
 def study_stage_rule(st):
     rule:
+        """One stage of a base (pretrain: from a random tiny Qwen2 of its shape, for its multiple of the default's
+        steps; sft: instruct SFT from it): the default base's training with learning rates times 128 / width, in the
+        default base's data-parallel processes."""
         name:
             f"{st.name}_base"
         input:
@@ -64,11 +66,10 @@ def study_stage_rule(st):
         script:
             "../scripts/study_base.py"
 
-    workflow.get_rule(f"{st.name}_base").docstring = study_specs.RULE_DOCS["base"].format(name=st.name, out=st.out)
-
 
 def study_round_rule(st):
     rule:
+        """A built base in bf16 (what is scored, adapted and released: the release stays small)."""
         name:
             f"{st.name}_round"
         input:
@@ -88,11 +89,11 @@ def study_round_rule(st):
         script:
             "../scripts/study_round.py"
 
-    workflow.get_rule(f"{st.name}_round").docstring = study_specs.RULE_DOCS["round"].format(name=st.name, out=st.out)
-
 
 def study_release_rule(st):
     rule:
+        """A base this run built, released into <released_dir>/<study>_<base> with its manifest (what built it,
+        where, its losses and scores, its files' hashes).  Commit the directory afterwards."""
         name:
             f"{st.name}_release"
         input:
@@ -116,8 +117,6 @@ def study_release_rule(st):
             runtime=10,
         script:
             "../scripts/study_release.py"
-
-    workflow.get_rule(f"{st.name}_release").docstring = study_specs.RULE_DOCS["release"].format(name=st.name, out=st.out)
 
 
 def study_base_rules(st):

@@ -10,27 +10,11 @@ from fastdllm_dag.plan import points as plan_points
 from fastdllm_dag.plan import study as sp
 from fastdllm_dag.plan import study_rows
 
-# the descriptions (``snakemake --list-rules``) of a study's target and of its bases' rules
-# (workflow/rules/study_bases.smk), ``{name}`` and ``{out}`` filled per study
+# the description (``snakemake --list-rules``) of a study's target, ``{name}`` and ``{out}`` filled per study
 RULE_DOCS = {
     "study": (
         "The {name} study's table and figure ({out}/): each point's gaps to its base and to NTP, tokens per "
         "forward and batch-1 speed, with fits; and the bases this run built, released (commit them and the rows)."
-    ),
-    "base_point": (
-        "A base scored on every stand-in at every test item, as the snapshots are (the reference of their gaps)."
-    ),
-    "base": (
-        "One stage of a base (pretrain: from a random tiny Qwen2 of its shape, for its multiple of the default's "
-        "steps; sft: instruct SFT from it): the default base's training with learning rates times 128 / width, in "
-        "the default base's data-parallel processes."
-    ),
-    "round": (
-        "A built base in bf16 (what is scored, adapted and released: the release stays small)."
-    ),
-    "release": (
-        "A base this run built, released into <released_dir>/<study>_<base> with its manifest (what built it, "
-        "where, its losses and scores, its files' hashes).  Commit the directory afterwards."
     ),
 }
 
