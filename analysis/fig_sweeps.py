@@ -2,13 +2,13 @@
 Figure 6 (sub-block size, sub-block cache on and off: accuracy, throughput)."""
 from __future__ import annotations
 
+from . import paper_values as pv
 from .plotting import (
     PAPER_STYLE,
     _empty,
     _finding,
     _footer,
     _interval,
-    _paper,
     _repro_title,
     _size_axis,
     _threshold_tick,
@@ -64,8 +64,8 @@ def _threshold_speedup(sx, ths, tps, scale: str):
     elif xt:
         sx.text(0.5, 0.5, "threshold 1.0 not in the sweep: no reproduced ratio", transform=sx.transAxes,
                 ha="center", fontsize=8, color="#666666")
-    p10 = _paper("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@1.0")
-    p09 = _paper("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9")
+    p10 = pv.paper_value("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@1.0")
+    p09 = pv.paper_value("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9")
     pr = p09.value / p10.value if p10 and p09 else None
     if pr:
         sx.scatter([0.9], [pr], label=f"paper: {p10.value:g} -> {p09.value:g} tokens/s = {pr:.1f}x at 0.9 (A100)",

@@ -57,28 +57,18 @@ def _empty(ax, text: str) -> None:
 
 
 def _tps(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None, sweep: str | None = None):
-    v, _ = lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode != "ar" else None, model=model, mode=mode,
-                  batch_size=batch)
-    return v
+    return lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode != "ar" else None, model=model, mode=mode,
+                  batch_size=batch)[0]
 
 
 def _tps_range(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None,
                sweep: str | None = None):
     """(low, high) tokens/s over the run's timed repeats (``total_tokens`` over ``wall_time_s_max`` / ``_min``),
     or None when the CSV has no per-repeat times."""
-    lo, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_max", decode if mode != "ar" else None, model=model,
-                   mode=mode, batch_size=batch)
-    hi, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_min", decode if mode != "ar" else None, model=model,
-                   mode=mode, batch_size=batch)
-    n, _ = lookup(_of_sweep(thr, sweep), "total_tokens", decode if mode != "ar" else None, model=model,
-                  mode=mode, batch_size=batch)
-    if not (lo and hi and n):
-        return None
-    return n / lo, n / hi
-
-
-def _paper(table, row, col):
-    return pv.paper_value(table, row, col)
+    rows, decode = _of_sweep(thr, sweep), decode if mode != "ar" else None
+    lo, hi, n = (lookup(rows, col, decode, model=model, mode=mode, batch_size=batch)[0]
+                 for col in ("wall_time_s_max", "wall_time_s_min", "total_tokens"))
+    return (n / lo, n / hi) if lo and hi and n else None
 
 
 def _repro_title(label: str, scale: str) -> str:
