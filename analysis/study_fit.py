@@ -7,13 +7,13 @@ import math
 import pandas as pd
 
 from analysis.study_axis import Axis, axis
-from analysis.study_frame import GAPS, levers_as_text, read_back
+from analysis.study_frame import GAPS, read_back
 from analysis.study_paper import GAP_COLUMNS
+from fastdllm_core.intervals import Z95
 
 FIT_COLUMNS = ["quantity", "base", "model", "lever", "lever_value", "budget", "column", "along", "points", "slope",
                "slope_low", "slope_high", "intercept", "chi2", "dof", "x0", "x0_low", "x0_high", "x_at_zero",
                "verdict"]
-Z95 = 1.959963984540054
 
 
 def _gap_sigma(r) -> float:
@@ -92,11 +92,6 @@ def fit(summary: pd.DataFrame, x: str | Axis) -> pd.DataFrame:
 def _pow10(v: float) -> float:
     """10 to ``v``; inf beyond a float's range (a line that barely rises reaches zero far out)."""
     return math.inf if v > 300 else 10.0 ** v
-
-
-def read_fits(fits: pd.DataFrame) -> pd.DataFrame:
-    """The fits as :func:`fit` returns them, from themselves or from their CSV read back."""
-    return levers_as_text(fits)
 
 
 def _fit_verdict(line: dict, best: float, x: Axis) -> str:

@@ -22,7 +22,7 @@ from fastdllm_core.intervals import wilson_pct
 
 from .results_io import lookup, measured_on, select
 from .summary_findings import findings_section, interval_text, judge
-from .tables import group_decode, seed_mean
+from .tables import group_decode, markdown_table, seed_mean
 
 FINDINGS, PROVENANCE = "## Findings", "## Provenance"
 TIMING, TRAINING_SPEED = "## Speed (timing)", "## Training speed (timing)"
@@ -69,13 +69,8 @@ def mean_interval(parts: list[tuple]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def cell(c: dict, per_seed: bool = False) -> str:
-    if c.get("mean") is None:
-        return NA
-    text = interval_text(c)
-    if per_seed and len(c["values"]) > 1:
-        text += " [" + " / ".join(f"{v:.1f}" for v in c["values"]) + "]"
-    return text
+def cell(c: dict) -> str:
+    return NA if c.get("mean") is None else interval_text(c)
 
 
 def verdict(a: dict, b: dict) -> str:
@@ -91,11 +86,6 @@ def item_counts(cells: dict) -> list[int]:
     return sorted({c.get("n") for c in cells.values() if c.get("n")})
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return out + ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
-
-
 # ------------------------------------------------------------------------------------------------- sections
 def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
     cols = spec["columns"]
@@ -109,12 +99,12 @@ def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
            "their half-widths added in quadrature over their count. How these gaps change with the adaptation "
            "budget: docs/budget_study.md (`snakemake --cores all budget_study`); with model size: "
            "docs/scale_study.md (`snakemake --cores all scale_study`).", ""]
-    out += _table(["model", "seeds"] + [c["title"] for c in cols], rows)
+    out += markdown_table(["model", "seeds"] + [c["title"] for c in cols], rows)
     if any(len(g["members"]) > 1 for g in spec["groups"]):
         out += ["", "Per seed (" + ", ".join(map(str, spec["seeds"])) + "):", ""]
-        out += _table(["model"] + [c["title"] for c in cols],
-                      [[g["label"]] + [" / ".join(f"{v:.1f}" for v in cells[(g["model"], c["id"])].get("values", []))
-                                       or NA for c in cols] for g in spec["groups"] if len(g["members"]) > 1])
+        seeds = [[g["label"]] + [" / ".join(f"{v:.1f}" for v in cells[(g["model"], c["id"])].get("values", [])) or NA
+                                 for c in cols] for g in spec["groups"] if len(g["members"]) > 1]
+        out += markdown_table(["model"] + [c["title"] for c in cols], seeds)
     return out
 
 
@@ -150,8 +140,8 @@ def _sweeps(spec: dict, acc: pd.DataFrame) -> list[str]:
                 vs = "; ".join(verdict(a, b) for a, b in zip(measured[ref], cs))
             rows.append([r["label"]] + [cell(c) for c in cs] + [f"{tpf:.2f}" if tpf is not None else NA, vs])
         out += [f"### {sw['title']}", "", sw["note"], ""]
-        out += _table(["setting"] + [c["title"] for c in cols] +
-                      [f"tokens per forward ({cols[0]['title']})", f"vs {sw['reference_label']}"], rows) + [""]
+        out += markdown_table(["setting"] + [c["title"] for c in cols] +
+                              [f"tokens per forward ({cols[0]['title']})", f"vs {sw['reference_label']}"], rows) + [""]
     return out
 
 
@@ -163,7 +153,7 @@ def _training(spec: dict, train: pd.DataFrame) -> list[str]:
     for model, g in train.groupby("model", sort=False):
         last = g.iloc[-1]
         rows.append([str(model), str(last.get("recipe", "")), str(last.get("step", "")), f"{float(last['loss']):.4f}"])
-    return out + _table(["model", "recipe", "steps", "loss"], rows)
+    return out + markdown_table(["model", "recipe", "steps", "loss"], rows)
 
 
 def _provenance(spec: dict, frames: list[pd.DataFrame], fingerprint: str,
@@ -205,13 +195,13 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     if rows:
         dev = measured_on(thr, sp["sweep"], [m["source"] for m in sp["models"]])
         out += [f"Throughput sweep `{sp['sweep']}` ({sp['note']}), {dev}:", ""]
-        out += _table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
+        out += markdown_table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
     out += ([""] + extra if extra else [])
     if not train.empty and "tokens_per_s" in train.columns:
         tr = [[str(m), f"{pd.to_numeric(g['tokens_per_s'], errors='coerce').median():.0f}"]
               for m, g in train.groupby("model", sort=False)]
         out += ["", TRAINING_SPEED, "", "Median tokens/s over the logged intervals (two adaptations train side by "
-                f"side, one thread each), {measured_on(train)}:", ""] + _table(["model", "tokens/s"], tr)
+                f"side, one thread each), {measured_on(train)}:", ""] + markdown_table(["model", "tokens/s"], tr)
     return out
 
 

@@ -65,6 +65,12 @@ def fmt_diff(v: float) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- renderers
+def markdown_table(header: list, rows) -> list[str]:
+    """The lines of a Markdown table: the header, its rule, then one line per row."""
+    return ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)] + \
+        ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+
+
 def _md_escape(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", "<br>")
 
@@ -73,10 +79,7 @@ def render_markdown(t: Table) -> str:
     out = [f"# {t.title}", "", f"Scale: **{t.scale}**.", ""]
     for n in t.notes:
         out += [n, ""]
-    out.append("| " + " | ".join(_md_escape(h) for h in t.header) + " |")
-    out.append("|" + "|".join("---" for _ in t.header) + "|")
-    for r in t.rows:
-        out.append("| " + " | ".join(_md_escape(c) for c in r) + " |")
+    out += markdown_table([_md_escape(h) for h in t.header], [[_md_escape(c) for c in r] for r in t.rows])
     if t.footnotes:
         out += ["", "Notes:", ""]
         out += [f"({i}) {f}" for i, f in enumerate(t.footnotes, 1)]
