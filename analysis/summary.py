@@ -89,9 +89,8 @@ def item_counts(cells: dict) -> list[int]:
 # ------------------------------------------------------------------------------------------------- sections
 def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
     cols = spec["columns"]
-    rows = []
-    for g in spec["groups"]:
-        rows.append([g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols])
+    rows = [[g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols]
+            for g in spec["groups"]]
     ns = item_counts(cells)
     out = ["## Accuracy (Tables 1 and 2)", "",
            f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']} "
@@ -132,12 +131,8 @@ def _sweeps(spec: dict, acc: pd.DataFrame) -> list[str]:
         for i, (r, cs) in enumerate(zip(sw["rows"], measured)):
             tpf, _ = lookup(acc, "tokens_per_forward", r["decode"], model=sw["model"], task=cols[0]["task"],
                             metric=cols[0]["metric"])
-            if ref is None:
-                vs = "-"
-            elif i == ref:
-                vs = "reference"
-            else:
-                vs = "; ".join(verdict(a, b) for a, b in zip(measured[ref], cs))
+            vs = "-" if ref is None else "reference" if i == ref else \
+                "; ".join(verdict(a, b) for a, b in zip(measured[ref], cs))
             rows.append([r["label"]] + [cell(c) for c in cs] + [f"{tpf:.2f}" if tpf is not None else NA, vs])
         out += [f"### {sw['title']}", "", sw["note"], ""]
         out += markdown_table(["setting"] + [c["title"] for c in cols] +
@@ -183,8 +178,7 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     rows = []
     for m in sp["models"]:
         for b in sp["batches"]:
-            sel = (select(thr, m.get("decode"), model=m["source"], mode=m["mode"], sweep=sp["sweep"], batch_size=b)
-                   if not thr.empty else thr)
+            sel = select(thr, m.get("decode"), model=m["source"], mode=m["mode"], sweep=sp["sweep"], batch_size=b)
             if sel.empty:
                 continue
             r = sel.iloc[-1]
@@ -239,24 +233,23 @@ def comparable_text(md: str) -> str:
     number moving): equal for two runs of the same code on the same kernel path, and comparable with a page made
     before the findings section existed (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py
     --check`` compare)."""
-    out, skip = [], False
+    out = [line for h, line in sectioned(md) if h not in NOT_COMPARED and line.startswith(("#", "|", "- "))]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def sectioned(md: str):
+    """``(heading, line)`` per line of the page: the ``## `` heading of the section the line is in (the heading
+    line's own; None before the first)."""
+    heading = None
     for line in md.splitlines():
         if line.startswith("## "):
-            skip = line.strip() in NOT_COMPARED
-        if not skip and line.startswith(("#", "|", "- ")):
-            out.append(line)
-    return "\n".join(out).rstrip() + "\n"
+            heading = line.strip()
+        yield heading, line
 
 
 def section(md: str, heading: str) -> str:
     """One ``## `` section of the page (heading line included), for the README's copy."""
-    out, inside = [], False
-    for line in md.splitlines():
-        if line.startswith("## "):
-            inside = line.strip() == heading
-        if inside:
-            out.append(line)
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(line for h, line in sectioned(md) if h == heading).rstrip() + "\n"
 
 
 def fingerprint_of(md: str) -> str | None:

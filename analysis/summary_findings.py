@@ -123,7 +123,7 @@ def speed_verdict(bd: list[float], ar: list[float], noise: list[float]) -> dict:
 
 
 def _row(thr: pd.DataFrame, model: str, mode: str, sweep: str, batch) -> pd.Series | None:
-    sel = select(thr, None, model=model, mode=mode, sweep=sweep, batch_size=batch) if not thr.empty else thr
+    sel = select(thr, None, model=model, mode=mode, sweep=sweep, batch_size=batch)
     return None if sel.empty else sel.iloc[-1]
 
 
@@ -139,8 +139,8 @@ def speed_finding(spec: dict, thr: pd.DataFrame) -> str:
                        "ratio to it would measure the timing noise.")
     parts, noise_n = [], None
     for b in sp["batches"]:
-        rows = [_row(thr, pair[k], mode, sp["sweep"], b) for k, mode in (("bd", "bd"), ("ar", "ar"), ("noise", "ar"))]
-        got = [rounds_of(r) if r is not None else None for r in rows]
+        got = [rounds_of(_row(thr, pair[k], mode, sp["sweep"], b))
+               for k, mode in (("bd", "bd"), ("ar", "ar"), ("noise", "ar"))]
         if any(g is None for g in got) or len({len(g) for g in got}) != 1:
             parts.append(f"batch {b} no verdict (a row or its per-round tokens/s is missing)")
             continue
