@@ -11,7 +11,6 @@ from .plotting import (
     _interval,
     _repro_title,
     _size_axis,
-    _threshold_tick,
     _tps,
     _tps_range,
     _wrap,
@@ -77,7 +76,7 @@ def _threshold_speedup(sx, ths, tps, scale: str):
     sx.set_title("(c) Speed-up from parallel unmasking (like for like with the paper)", fontsize=10)
     sx.set_xlabel("confidence threshold")
     sx.set_xticks(ths)
-    sx.set_xticklabels([_threshold_tick(t) for t in ths])
+    sx.set_xticklabels([f"{t:.1f}" if abs(round(t, 1) - t) < 1e-9 else f"{t:g}" for t in ths])  # 1.0, 0.9, 0.85
     if base or pr:
         sx.legend(fontsize=8, loc="upper center", ncol=1)
     return (p10, p09) if pr else None

@@ -86,10 +86,6 @@ def _wrap(text: str, width: int = 30) -> str:
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
-def _threshold_tick(t: float) -> str:
-    return f"{t:.1f}" if abs(round(t, 1) - t) < 1e-9 else f"{t:g}"
-
-
 def _footer(fig, lines: list[str]) -> None:
     """Source lines under the figure (kept inside the saved image by ``bbox_inches="tight"``)."""
     if lines:
@@ -105,8 +101,7 @@ def _interval(acc, dec, spec, value):
     ``value``), or None when the CSV has none or they do not bracket the value."""
     sel = dict(model=spec["model"], task=spec["task"], metric=spec["metric"],
                **({"mode": spec["mode"]} if "mode" in spec else {}))
-    lo, _ = lookup(acc, "ci_low", dec, **sel)
-    hi, _ = lookup(acc, "ci_high", dec, **sel)
+    lo, hi = (lookup(acc, col, dec, **sel)[0] for col in ("ci_low", "ci_high"))
     if lo is None or hi is None or not (lo - 1e-9 <= value <= hi + 1e-9):
         return None
     return lo, hi

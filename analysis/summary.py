@@ -87,7 +87,7 @@ def item_counts(cells: dict) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------------- sections
-def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
+def _accuracy(spec: dict, cells: dict) -> list[str]:
     cols = spec["columns"]
     rows = [[g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols]
             for g in spec["groups"]]
@@ -140,7 +140,7 @@ def _sweeps(spec: dict, acc: pd.DataFrame) -> list[str]:
     return out
 
 
-def _training(spec: dict, train: pd.DataFrame) -> list[str]:
+def _training(train: pd.DataFrame) -> list[str]:
     out = ["## Training (final logged step)", ""]
     if train.empty:
         return out + ["No model was trained in this run."]
@@ -218,10 +218,10 @@ def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.Da
     spec, cells = summary_cells(spec, acc)
     lines = [f"# {spec['title']}", "", spec["intro"], ""]
     lines += findings_section(spec, cells, thr, item_counts(cells)) + [""]
-    lines += _accuracy(spec, acc, cells) + [""]
+    lines += _accuracy(spec, cells) + [""]
     lines += _comparisons(spec, cells) + [""]
     lines += _sweeps(spec, acc)
-    lines += _training(spec, train) + [""]
+    lines += _training(train) + [""]
     lines += _provenance(spec, [acc, thr, train], fingerprint, picture) + [""]
     lines += _timing(spec, thr, train, timing_lines or [])
     return "\n".join(lines).rstrip() + "\n"

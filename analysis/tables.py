@@ -101,8 +101,7 @@ def render_latex(t: Table) -> str:
            rf"\caption{{{tex_escape(t.title)} (scale: {tex_escape(t.scale)})}}", rf"\label{{tab:{t.name}}}",
            rf"\begin{{tabular}}{{{cols}}}", r"\hline",
            " & ".join(rf"\textbf{{{tex_escape(h)}}}" for h in t.header) + r" \\", r"\hline"]
-    for r in t.rows:
-        out.append(" & ".join(tex_escape(c) for c in r) + r" \\")
+    out += [" & ".join(tex_escape(c) for c in r) + r" \\" for r in t.rows]
     out += [r"\hline", r"\end{tabular}"]
     if t.notes or t.footnotes:
         out.append(r"\par\smallskip\footnotesize")
@@ -207,8 +206,7 @@ def _measured_cell(t: Table, c: dict, g: dict, acc: pd.DataFrame, intervals: dic
     if len(members) == 1:
         sel = dict(model=members[0], task=c["task"], metric=c["metric"])
         r, why = lookup(acc, "value", decode, **sel)
-        lo, _ = lookup(acc, "ci_low", decode, **sel)
-        hi, _ = lookup(acc, "ci_high", decode, **sel)
+        lo, hi = (lookup(acc, col, decode, **sel)[0] for col in ("ci_low", "ci_high"))
     else:
         r, lo, hi, why = seed_mean(acc, members, c["task"], c["metric"], decode)
     intervals[c["id"]] = (r, lo, hi)
