@@ -138,11 +138,7 @@ def _mark(mine: dict, theirs: dict) -> str:
 def marks(page: str) -> list[dict]:
     """The marks :func:`marked` put on a page, in page order: ``{comparison, column, mark, fragile}`` (``fragile``:
     the page calls the column beyond noise and the other run did not agree)."""
-    out = []
-    for heading, line in sectioned(page):
-        m = _LINE.match(line) if heading == COMPARISONS else None
-        for p in (m["body"].split("; ") if m else []):
-            for mark in _MARK.findall(p):
-                out.append({"comparison": m["cmp"], "column": _PART.fullmatch(_MARK.sub("", p))["col"],
-                            "mark": mark.strip(), "fragile": mark.startswith(" [fragile:")})
-    return out
+    lines = [m for heading, line in sectioned(page) if heading == COMPARISONS and (m := _LINE.match(line))]
+    return [{"comparison": m["cmp"], "column": _PART.fullmatch(_MARK.sub("", p))["col"], "mark": mark.strip(),
+             "fragile": mark.startswith(" [fragile:")}
+            for m in lines for p in m["body"].split("; ") for mark in _MARK.findall(p)]
