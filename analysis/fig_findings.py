@@ -104,10 +104,9 @@ def draw_findings(rows: list[dict], path, banner: str | None = None, note: str =
     height = 0.55 * n + 0.95 + top
     fig, ax = plt.subplots(figsize=(8.0, height), dpi=100)
     fig.subplots_adjust(left=0.41, right=0.80, top=1 - top / height, bottom=0.95 / height)
-    lows = [r["gap"] - r["noise"] for r in rows if r["gap"] is not None] + \
-           [r["paper_gap"] for r in rows if r["paper_gap"] is not None] + [0]
-    highs = [r["gap"] + r["noise"] for r in rows if r["gap"] is not None] + \
-            [r["paper_gap"] for r in rows if r["paper_gap"] is not None] + [0]
+    runs = [(r["gap"], r["noise"]) for r in rows if r["gap"] is not None]
+    papers = [r["paper_gap"] for r in rows if r["paper_gap"] is not None] + [0]
+    lows, highs = [g - e for g, e in runs] + papers, [g + e for g, e in runs] + papers
     span = max(highs) - min(lows) or 1.0
     right = max(highs) + 0.04 * span
     ax.set_xlim(min(lows) - 0.04 * span, right)

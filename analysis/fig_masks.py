@@ -2,6 +2,9 @@
 uses), so the figure cannot drift from the code."""
 from __future__ import annotations
 
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
 from .plotting import plt, save
 
 # The paper's Figure 7 colours (its LaTeX: myblue, mygreen, myorange)
@@ -40,9 +43,6 @@ def mask_parts(L: int, D: int):
 
 
 def _draw_training(ax, part, L: int, D: int) -> None:
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
-
     n = 2 * L
     cmap = ListedColormap(["white", MASK_COLORS["bd"], MASK_COLORS["obc"], MASK_COLORS["bc"]])
     ax.imshow(part.numpy(), cmap=cmap, vmin=0, vmax=3, interpolation="nearest")
@@ -66,9 +66,6 @@ def _draw_training(ax, part, L: int, D: int) -> None:
 
 
 def _draw_inference(bx, cat, C: int, D: int) -> None:
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
-
     cmap_i = ListedColormap(["white", MASK_COLORS["cache"], MASK_COLORS["bd"]])
     bx.imshow(cat.numpy(), cmap=cmap_i, vmin=0, vmax=2, interpolation="nearest")
     for x0 in range(0, C, D):  # shade the cached blocks

@@ -10,7 +10,6 @@ from .plotting import (
     _footer,
     _interval,
     _of_sweep,
-    _paper,
     _repro_tick,
     _size_axis,
     _tps,
@@ -73,29 +72,25 @@ def _fig1a_speedups(bx, thr, spec: dict, dec, batch: int, sweep: str, scale: str
     """Right panel: the reproduced speed-up of the pair beside the paper's; (reproduced, paper value)."""
     bd_ref, ar_ref = spec.get("bd_reference"), spec["ar_reference"]
     labels_of = {m["model"]: m["label"] for m in spec["models"]}
-    bars, errs, labels, colors = [], [], [], []
+    bars = []  # (speed-up, its (low, high) or None, tick label, colour)
     sp = speedup_pair(thr, bd_ref, ar_ref, dec, batch, sweep) if bd_ref else None
     if sp:
-        bars.append(sp[0])
-        errs.append(sp[1])
         pair = f"{labels_of.get(bd_ref, bd_ref)} vs {labels_of.get(ar_ref, ar_ref)}"
-        labels.append(_repro_tick(pair, scale) + "\n" + _wrap(pair, 28))
-        colors.append("#4c72b0")
-    p = _paper("fig1a", "Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct", "speedup")
+        bars.append((*sp, _repro_tick(pair, scale) + "\n" + _wrap(pair, 28), "#4c72b0"))
+    p = pv.paper_value("fig1a", "Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct", "speedup")
     if p:
-        bars.append(p.value)
-        errs.append(None)
-        labels.append("paper (A100)\n" + _wrap("Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct", 28))
-        colors.append(PAPER_STYLE["color"])
-    bx.bar(range(len(bars)), bars, color=colors, width=0.6)
-    for i, (b, e) in enumerate(zip(bars, errs)):
+        bars.append((p.value, None, "paper (A100)\n" + _wrap("Fast-dLLM v2 (7B) vs Qwen2.5-7B-Instruct", 28),
+                     PAPER_STYLE["color"]))
+    values = [b[0] for b in bars]
+    bx.bar(range(len(bars)), values, color=[b[3] for b in bars], width=0.6)
+    for i, (b, e, _, _) in enumerate(bars):
         if e:
             bx.errorbar([i], [b], yerr=[[b - e[0]], [e[1] - b]], fmt="none", ecolor="k", capsize=4, lw=1)
         bx.text(i, (e[1] if e else b), f"{b:.2f}x", ha="center", va="bottom", fontsize=9)
     bx.set_xticks(range(len(bars)))
-    bx.set_xticklabels(labels, fontsize=8)
+    bx.set_xticklabels([b[2] for b in bars], fontsize=8)
     bx.set_xlim(-0.6, len(bars) - 0.4)
-    bx.set_ylim(0, max(bars + [1.0]) * 1.2)
+    bx.set_ylim(0, max(values + [1.0]) * 1.2)
     bx.axhline(1.0, color="k", lw=0.8, ls="--")
     bx.set_ylabel(f"speed-up over AR (batch {batch})")
     bx.set_title("Block diffusion vs AR\n" + _wrap(measured_on(thr, sweep, [bd_ref, ar_ref]), 50), fontsize=10)
@@ -136,12 +131,11 @@ def batch_scaling(thr, spec: dict) -> list[dict]:
     b0, b1 = batches[0], batches[-1]
     out = []
     for m in spec["models"]:
-        y0 = _tps(thr, m["model"], m["mode"], b0, _point_decode(m, spec["speed_decode"]), sweep)
-        y1 = _tps(thr, m["model"], m["mode"], b1, _point_decode(m, spec["speed_decode"]), sweep)
+        y0, y1 = (_tps(thr, m["model"], m["mode"], b, _point_decode(m, spec["speed_decode"]), sweep) for b in (b0, b1))
         if y0 and y1:
             out.append({"label": m["label"], "ratio": y1 / y0, "source": "reproduced", "tokens_per_s": (y0, y1)})
-    p1 = _paper("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1")
-    p4 = _paper("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs4")
+    p1 = pv.paper_value("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs1")
+    p4 = pv.paper_value("fig1b", "Fast-dLLM v2 (7B)", "tokens_per_s@bs4")
     if p1 and p4 and (b0, b1) == (1, 4):
         out.append({"label": "Fast-dLLM v2 (7B), A100", "ratio": p4.value / p1.value, "source": p1.source_text,
                     "tokens_per_s": (p1.value, p4.value)})

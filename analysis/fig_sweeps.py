@@ -2,16 +2,15 @@
 Figure 6 (sub-block size, sub-block cache on and off: accuracy, throughput)."""
 from __future__ import annotations
 
+from . import paper_values as pv
 from .plotting import (
     PAPER_STYLE,
     _empty,
     _finding,
     _footer,
     _interval,
-    _paper,
     _repro_title,
     _size_axis,
-    _threshold_tick,
     _tps,
     _tps_range,
     _wrap,
@@ -23,18 +22,14 @@ from .results_io import lookup, to_bool
 
 
 # ----------------------------------------------------------------------------------------------------- threshold
-def _panel_text(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#666666")
-    ax.set_yticks([])
-
-
 def _series_panel(ax, ths, vals, ranges, *, fmt: str, color: str, label: str, range_label: str, empty: str,
                   no_range_note: str | None = None, floor: float | None = None) -> None:
     """One panel of Figure 4: ``vals`` over the thresholds, ``ranges`` (low, high) as error bars where known."""
     xs = [t for t, v in zip(ths, vals) if v is not None]
     ys = [v for v in vals if v is not None]
-    if not xs:
-        _panel_text(ax, empty)
+    if not xs:  # the panel says so, without a y axis
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#666666")
+        ax.set_yticks([])
         return
     ax.plot(xs, ys, fmt, color=color, label=label)
     have = [(t, v, r) for t, v, r in zip(ths, vals, ranges) if v is not None and r]
@@ -64,8 +59,8 @@ def _threshold_speedup(sx, ths, tps, scale: str):
     elif xt:
         sx.text(0.5, 0.5, "threshold 1.0 not in the sweep: no reproduced ratio", transform=sx.transAxes,
                 ha="center", fontsize=8, color="#666666")
-    p10 = _paper("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@1.0")
-    p09 = _paper("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9")
+    p10 = pv.paper_value("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@1.0")
+    p09 = pv.paper_value("fig_threshold", "Fast-dLLM v2 (7B)", "tokens_per_s@0.9")
     pr = p09.value / p10.value if p10 and p09 else None
     if pr:
         sx.scatter([0.9], [pr], label=f"paper: {p10.value:g} -> {p09.value:g} tokens/s = {pr:.1f}x at 0.9 (A100)",
@@ -81,7 +76,7 @@ def _threshold_speedup(sx, ths, tps, scale: str):
     sx.set_title("(c) Speed-up from parallel unmasking (like for like with the paper)", fontsize=10)
     sx.set_xlabel("confidence threshold")
     sx.set_xticks(ths)
-    sx.set_xticklabels([_threshold_tick(t) for t in ths])
+    sx.set_xticklabels([f"{t:.1f}" if abs(round(t, 1) - t) < 1e-9 else f"{t:g}" for t in ths])  # 1.0, 0.9, 0.85
     if base or pr:
         sx.legend(fontsize=8, loc="upper center", ncol=1)
     return (p10, p09) if pr else None
@@ -129,9 +124,10 @@ def fig_threshold_gsm8k(acc, thr, spec: dict, scale: str, png, pdf):
 
 
 # ------------------------------------------------------------------------------------------------------ sub-block
-def _cache_series(ax, spec: dict, value_and_range, legend: str) -> bool:
+def _cache_panel(ax, spec: dict, value_and_range, legend: str, empty: str, ylabel: str) -> None:
     """One line per sub-block cache setting (off: circles, on: squares, shifted so the error bars stay readable)
-    of ``value_and_range(decode) -> (value, (low, high) or None)`` over the sub-block sizes; whether any was drawn."""
+    of ``value_and_range(decode) -> (value, (low, high) or None)`` over the sub-block sizes (``empty`` written on
+    the panel where no setting has a value), on a sub-block size axis."""
     drawn = False
     for cache in spec["caches"]:
         xs, ys, err = [], [], [[], []]
@@ -147,7 +143,13 @@ def _cache_series(ax, spec: dict, value_and_range, legend: str) -> bool:
             drawn = True
             ax.errorbar(xs, ys, yerr=err, fmt="o-" if not to_bool(cache) else "s--", capsize=3,
                         label=f"sub-block cache {'on' if to_bool(cache) else 'off'}{legend}")
-    return drawn
+    if drawn:
+        ax.legend(fontsize=8)
+    else:
+        _empty(ax, empty)
+    _size_axis(ax, spec["sub_blocks"])
+    ax.set_xlabel("sub-block size")
+    ax.set_ylabel(ylabel)
 
 
 def fig_subblock_accuracy(acc, spec: dict, scale: str, png, pdf):
@@ -158,13 +160,8 @@ def fig_subblock_accuracy(acc, spec: dict, scale: str, png, pdf):
         a, _ = lookup(acc, "value", dec, model=spec["model"], task=spec["task"], metric=spec["metric"])
         return a, (_interval(acc, dec, spec, a) if a is not None else None)
 
-    if _cache_series(ax, spec, accuracy, " (95% intervals)"):
-        ax.legend(fontsize=8)
-    else:
-        _empty(ax, "no sub-block sweep rows in the results CSV")
-    _size_axis(ax, spec["sub_blocks"])
-    ax.set_xlabel("sub-block size")
-    ax.set_ylabel(f"{spec['task']} {spec['metric']} (%)")
+    _cache_panel(ax, spec, accuracy, " (95% intervals)", "no sub-block sweep rows in the results CSV",
+                 f"{spec['task']} {spec['metric']} (%)")
     ax.set_title(f"Figure 6a: accuracy vs sub-block size\n{_repro_title(spec.get('label', spec['model']), scale)}",
                  fontsize=10)
     f = _finding("fig_subblock", "Figure 6(a)")
@@ -182,13 +179,7 @@ def fig_subblock_throughput(thr, spec: dict, scale: str, png, pdf):
             v = _tps(thr, spec["model"], "bd", b, dec, sweep)
             return v, (_tps_range(thr, spec["model"], "bd", b, dec, sweep) if v is not None else None)
 
-        if _cache_series(ax, spec, tokens_per_s, ""):
-            ax.legend(fontsize=8)
-        else:
-            _empty(ax, f"no throughput rows for batch {b}")
-        _size_axis(ax, spec["sub_blocks"])
-        ax.set_xlabel("sub-block size")
-        ax.set_ylabel("tokens/s")
+        _cache_panel(ax, spec, tokens_per_s, "", f"no throughput rows for batch {b}", "tokens/s")
         ax.set_title(f"batch size {b}", fontsize=10)
     fig.suptitle(f"Figure 6b: throughput vs sub-block size\n{_repro_title(spec.get('label', spec['model']), scale)}"
                  f"\n{measured_on(thr, sweep, [spec['model']])}", fontsize=11)

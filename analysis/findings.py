@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .summary import section
+from .summary import section, sectioned
 
 COMPARISONS = "## Comparisons"
 FIELDS = ("cpu", "commit", "source_fingerprint", "comparison", "column", "difference", "verdict", "direction")
@@ -113,11 +113,9 @@ def marked(page: str, other: list[dict]) -> str:
         if r["cpu"] != cpu:
             theirs.setdefault((r["comparison"], r["column"]), []).append(r)
     mine = _keyed(findings(page))
-    out, inside = [], False
-    for line in page.splitlines():
-        if line.startswith("## "):
-            inside = line.strip() == COMPARISONS
-        m = _LINE.match(line) if inside else None
+    out = []
+    for heading, line in sectioned(page):
+        m = _LINE.match(line) if heading == COMPARISONS else None
         if m is not None:
             parts = []
             for p in m["body"].split("; "):
@@ -140,13 +138,7 @@ def _mark(mine: dict, theirs: dict) -> str:
 def marks(page: str) -> list[dict]:
     """The marks :func:`marked` put on a page, in page order: ``{comparison, column, mark, fragile}`` (``fragile``:
     the page calls the column beyond noise and the other run did not agree)."""
-    out, inside = [], False
-    for line in page.splitlines():
-        if line.startswith("## "):
-            inside = line.strip() == COMPARISONS
-        m = _LINE.match(line) if inside else None
-        for p in (m["body"].split("; ") if m else []):
-            for mark in _MARK.findall(p):
-                out.append({"comparison": m["cmp"], "column": _PART.fullmatch(_MARK.sub("", p))["col"],
-                            "mark": mark.strip(), "fragile": mark.startswith(" [fragile:")})
-    return out
+    lines = [m for heading, line in sectioned(page) if heading == COMPARISONS and (m := _LINE.match(line))]
+    return [{"comparison": m["cmp"], "column": _PART.fullmatch(_MARK.sub("", p))["col"], "mark": mark.strip(),
+             "fragile": mark.startswith(" [fragile:")}
+            for m in lines for p in m["body"].split("; ") for mark in _MARK.findall(p)]

@@ -38,10 +38,6 @@ class PaperTurn:
     user: str
     answer: str
 
-    @property
-    def source_text(self) -> str:
-        return f"{SOURCE}, {TABLE_WHERE[self.table]}, case '{self.title}', turn {self.turn}"
-
 
 _ASYMPTOTES = r"""To determine the number of vertical asymptotes of the function \( y = \frac{2}{x^2 + x - 6} \), we need to identify the values of \( x \) that make the denominator zero, as these values will cause the function to approach infinity, indicating a vertical asymptote.
 

@@ -98,20 +98,12 @@ ROW_ALIASES = {("table1", "Dream (7B)"): "Dream"}
 
 
 def _build_tables() -> tuple[list[PaperRow], list[PaperValue]]:
-    rows: list[PaperRow] = []
-    cells: list[PaperValue] = []
     with open(TABLES_FILE, newline="") as fh:
         lines = list(csv.DictReader(fh))
-    for r in lines:
-        table, rid = r["table"], r["row"]
-        rows.append(PaperRow(table, rid, r["label"], r["params"] or None, r["group"]))
-        for col in (_T1 if table in ("table1", "table2") else TABLE34_COLUMNS):
-            v = r[col]
-            if v == DASH:
-                cells.append(PaperValue(table, rid, col, None, "%", "paper", _WHERE[table],
-                                        "printed as '-': not given in the paper"))
-            else:
-                cells.append(PaperValue(table, rid, col, float(v), "%", "paper", _WHERE[table]))
+    rows = [PaperRow(r["table"], r["row"], r["label"], r["params"] or None, r["group"]) for r in lines]
+    cells = [PaperValue(r["table"], r["row"], col, None if r[col] == DASH else float(r[col]), "%", "paper",
+                        _WHERE[r["table"]], "printed as '-': not given in the paper" if r[col] == DASH else "")
+             for r in lines for col in (_T1 if r["table"] in ("table1", "table2") else TABLE34_COLUMNS)]
     return rows, cells
 
 
@@ -222,11 +214,7 @@ def label_of(table: str, row: str) -> str:
 
 
 def rows_of(table: str) -> list[str]:
-    seen: list[str] = [r.row for r in ROWS if r.table == table]
-    for v in VALUES:
-        if v.table == table and v.row not in seen:
-            seen.append(v.row)
-    return seen
+    return list(dict.fromkeys([r.row for r in ROWS if r.table == table] + [v.row for v in VALUES if v.table == table]))
 
 
 def values_of(table: str) -> list[PaperValue]:

@@ -57,28 +57,18 @@ def _empty(ax, text: str) -> None:
 
 
 def _tps(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None, sweep: str | None = None):
-    v, _ = lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode != "ar" else None, model=model, mode=mode,
-                  batch_size=batch)
-    return v
+    return lookup(_of_sweep(thr, sweep), "tokens_per_s", decode if mode != "ar" else None, model=model, mode=mode,
+                  batch_size=batch)[0]
 
 
 def _tps_range(thr: pd.DataFrame, model: str, mode: str, batch: int, decode: dict | None = None,
                sweep: str | None = None):
     """(low, high) tokens/s over the run's timed repeats (``total_tokens`` over ``wall_time_s_max`` / ``_min``),
     or None when the CSV has no per-repeat times."""
-    lo, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_max", decode if mode != "ar" else None, model=model,
-                   mode=mode, batch_size=batch)
-    hi, _ = lookup(_of_sweep(thr, sweep), "wall_time_s_min", decode if mode != "ar" else None, model=model,
-                   mode=mode, batch_size=batch)
-    n, _ = lookup(_of_sweep(thr, sweep), "total_tokens", decode if mode != "ar" else None, model=model,
-                  mode=mode, batch_size=batch)
-    if not (lo and hi and n):
-        return None
-    return n / lo, n / hi
-
-
-def _paper(table, row, col):
-    return pv.paper_value(table, row, col)
+    rows, decode = _of_sweep(thr, sweep), decode if mode != "ar" else None
+    lo, hi, n = (lookup(rows, col, decode, model=model, mode=mode, batch_size=batch)[0]
+                 for col in ("wall_time_s_max", "wall_time_s_min", "total_tokens"))
+    return (n / lo, n / hi) if lo and hi and n else None
 
 
 def _repro_title(label: str, scale: str) -> str:
@@ -96,10 +86,6 @@ def _wrap(text: str, width: int = 30) -> str:
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
-def _threshold_tick(t: float) -> str:
-    return f"{t:.1f}" if abs(round(t, 1) - t) < 1e-9 else f"{t:g}"
-
-
 def _footer(fig, lines: list[str]) -> None:
     """Source lines under the figure (kept inside the saved image by ``bbox_inches="tight"``)."""
     if lines:
@@ -115,8 +101,7 @@ def _interval(acc, dec, spec, value):
     ``value``), or None when the CSV has none or they do not bracket the value."""
     sel = dict(model=spec["model"], task=spec["task"], metric=spec["metric"],
                **({"mode": spec["mode"]} if "mode" in spec else {}))
-    lo, _ = lookup(acc, "ci_low", dec, **sel)
-    hi, _ = lookup(acc, "ci_high", dec, **sel)
+    lo, hi = (lookup(acc, col, dec, **sel)[0] for col in ("ci_low", "ci_high"))
     if lo is None or hi is None or not (lo - 1e-9 <= value <= hi + 1e-9):
         return None
     return lo, hi

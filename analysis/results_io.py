@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from fastdllm_core.decode_config import SLUG_FIELDS, TRUE_WORDS
+from fastdllm_core.decode_config import TRUE_WORDS
 from fastdllm_core.intervals import finite_float
 
-DECODE_KEYS = SLUG_FIELDS  # the decoding columns of a bd row (DecodeConfig.point_fields)
 BOOL_KEYS = ("use_sub_block_cache", "logits_eos_inf", "confidence_eos_eot_inf")
 
 
@@ -20,8 +19,7 @@ def load_csv(path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
         return pd.DataFrame()
-    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    return df
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
 def load_csvs(paths, columns=()) -> pd.DataFrame:
@@ -69,15 +67,14 @@ def _matches(row, decode: dict) -> bool:
         got = row[k]
         if got is None or (isinstance(got, float) and math.isnan(got)) or str(got).strip() == "":
             continue  # an empty cell: the setting does not apply to this measurement (a likelihood task's length)
-        if k in BOOL_KEYS:
-            if to_bool(got) != to_bool(want):
-                return False
-            continue
         g, w = finite_float(got), finite_float(want)
-        if g is not None and w is not None:
-            if abs(g - w) > 1e-9:
-                return False
-        elif str(got).strip().lower() != str(want).strip().lower():  # words: alg, remasking, cache, "none"
+        if k in BOOL_KEYS:
+            same = to_bool(got) == to_bool(want)
+        elif g is not None and w is not None:
+            same = abs(g - w) <= 1e-9
+        else:
+            same = str(got).strip().lower() == str(want).strip().lower()  # words: alg, remasking, cache, "none"
+        if not same:
             return False
     return True
 
@@ -109,17 +106,14 @@ def lookup(df: pd.DataFrame, value_col: str = "value", decode: dict | None = Non
         # a task that could not run at all has one row with status != ok and no per-metric rows
         rest = {k: v for k, v in equal.items() if k != "metric"}
         failed = select(df, decode, **rest)
-        if not failed.empty and "status" in failed.columns:
-            failed = failed[failed["status"].astype(str) != "ok"]
-            if not failed.empty:
-                rows = failed
+        if "status" in failed.columns:
+            rows = failed[failed["status"].astype(str) != "ok"]
     if rows.empty:
         return None, "no measurement in the results CSV"
     r = rows.iloc[-1]
     status = str(r.get("status", "ok") or "ok")
     if status != "ok":
-        note = str(r.get("note", "") or "").strip() or f"status {status}"
-        return None, note
+        return None, str(r.get("note", "") or "").strip() or f"status {status}"
     v = finite_float(r.get(value_col))
     if v is None:
         return None, f"no numeric {value_col}"

@@ -3,8 +3,8 @@ rule writes (:func:`report`: the tidy CSVs, the fit, the Markdown page and the f
 
 A study keeps per-snapshot rows under ``results/<study>/points/``: ``<snapshot>.accuracy.csv``,
 ``<snapshot>.speed.csv`` (the snapshot and its base timed in one job), ``<snapshot>.metrics.csv`` (training), and
-``base.<base>.accuracy.csv`` for each base.  Every row carries the snapshot's fields (:data:`ROW_FIELDS`); rows
-written before a field existed are read with its default (:func:`with_defaults`).
+``base.<base>.accuracy.csv`` for each base.  Every row carries the snapshot's fields; rows written before a field
+existed are read with its default (:func:`with_defaults`).
 
 Intervals follow the tables' conventions: a column over seeds is :func:`fastdllm_core.intervals.seed_interval`, the
 average over columns has the half-widths added in quadrature over the number of columns, a base's column is its
@@ -24,8 +24,6 @@ from analysis.summary import mean_interval
 from fastdllm_core.intervals import intervals_overlap, seed_interval, wilson_pct
 from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
 
-ROW_FIELDS = ["snapshot", "chain", "base", "size", "size_params", "pretrain", "pretrain_tokens", "lever",
-              "lever_value", "budget", "budget_tokens", "train_seed", "model_group"]
 # the columns summarize() selects on in the speed and training rows (present even when no such rows exist yet)
 SPEED_COLUMNS = ["side", "snapshot", "speedup_vs_main_ar"]
 METRICS_COLUMNS = ["snapshot", "step", "passes", "loss"]
@@ -59,10 +57,6 @@ def read_rows(paths, pretrain_tokens: int, columns=()) -> pd.DataFrame:
     """The rows of ``paths`` (one frame, as :func:`analysis.results_io.load_csvs` reads them; with no rows, the
     ``columns`` given) with :func:`with_defaults`."""
     return with_defaults(load_csvs(list(paths), list(columns) + ["base", "size"]), pretrain_tokens)
-
-
-def _interval(values: list[float], n: int) -> tuple[float, float, float]:
-    return seed_interval([float(v) for v in values], int(n))
 
 
 def _verdict(a: tuple, b: tuple) -> str:
@@ -100,10 +94,9 @@ def reference(rows: pd.DataFrame, columns: dict) -> dict:
 
 def _rows(base: dict, quantity: str, cols: dict, ref: dict) -> list[dict]:
     """Summary rows of one quantity: each column over seeds beside its reference, and their average."""
-    rows, parts = [], {}
-    for cid, (values, n) in cols.items():
-        parts[cid] = _interval(values, n)
-    if parts and len(parts) == len(cols):
+    rows = []
+    parts = {cid: seed_interval([float(v) for v in values], int(n)) for cid, (values, n) in cols.items()}
+    if parts:
         parts["avg"] = mean_interval([parts[c] for c in cols])
     for cid, iv in parts.items():
         r = ref.get(cid)

@@ -9,8 +9,7 @@ import math
 import pandas as pd
 
 from analysis.study_axis import Axis, axis
-from analysis.study_fit import read_fits
-from analysis.study_frame import ordered, read_back, series_label
+from analysis.study_frame import levers_as_text, ordered, read_back, series_label
 from analysis.study_paper import GAP_COLUMNS, PAPER_SERIES, paper_gaps
 
 COLUMN_NAMES = {"avg": "Avg.", "gsm8k": "GSM8K stand-in", "humaneval_base": "HumanEval stand-in"}
@@ -113,14 +112,9 @@ def figure(summary: pd.DataFrame, fits: pd.DataFrame, png, pdf, x: str | Axis, t
            labels: dict | None = None) -> None:
     """The study's figure (see the module) against ``x``; series named by ``labels`` (``{model key: name}``) with
     their lever, and their budget or base (whichever the axis does not run along)."""
-    import matplotlib
+    from analysis.plotting import plt, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from analysis.plotting import save
-
-    x, summary, fits = axis(x), read_back(summary), read_fits(fits)
+    x, summary, fits = axis(x), read_back(summary), levers_as_text(fits)
     several = summary.loc[summary["quantity"] != "base", "base"].nunique() > 1
     style = dict(colour=series_colours(summary, x), label=lambda k: series_label(dict(zip(x.series, k)), labels,
                                                                                   several))

@@ -7,13 +7,13 @@ import math
 import pandas as pd
 
 from analysis.study_axis import Axis, axis
-from analysis.study_frame import GAPS, levers_as_text, read_back
+from analysis.study_frame import GAPS, read_back
 from analysis.study_paper import GAP_COLUMNS
+from fastdllm_core.intervals import Z95
 
 FIT_COLUMNS = ["quantity", "base", "model", "lever", "lever_value", "budget", "column", "along", "points", "slope",
                "slope_low", "slope_high", "intercept", "chi2", "dof", "x0", "x0_low", "x0_high", "x_at_zero",
                "verdict"]
-Z95 = 1.959963984540054
 
 
 def _gap_sigma(r) -> float:
@@ -57,13 +57,6 @@ def _fieller(a: float, b: float, vaa: float, vbb: float, vab: float, q: float) -
     return min(r1, r2), max(r1, r2)
 
 
-def _point_names(g: pd.DataFrame, x: Axis) -> str:
-    """The points of one series, in x order, as the fit table lists them: its bases, or its budgets."""
-    if x.along == "base":
-        return " ".join(g["base"])
-    return " ".join(f"{int(b)}x" for b in g["budget"])
-
-
 def fit(summary: pd.DataFrame, x: str | Axis) -> pd.DataFrame:
     """Per gap quantity (:data:`analysis.study_frame.GAPS`), series (the keys but the one ``x`` runs along) and gap
     column (:data:`analysis.study_paper.GAP_COLUMNS`): the gap regressed on log10 of ``x``'s column
@@ -81,7 +74,9 @@ def fit(summary: pd.DataFrame, x: str | Axis) -> pd.DataFrame:
         line = fit_line([math.log10(v) for v in g[x.column]], g["difference"].tolist(),
                         [_gap_sigma(r) for _, r in g.iterrows()])
         at_zero = _pow10(line["x0"]) if line["slope"] > 0 else float("nan")
-        row = dict(zip(keys, key), along=_point_names(g, x), **line, x_at_zero=at_zero,
+        # the series' points in x order, as the fit table lists them: its bases, or its budgets
+        along = " ".join(g["base"]) if x.along == "base" else " ".join(f"{int(b)}x" for b in g["budget"])
+        row = dict(zip(keys, key), along=along, **line, x_at_zero=at_zero,
                    verdict=_fit_verdict(line, g["difference"].max(), x))
         if "budget" in row:
             row["budget"] = int(row["budget"])
@@ -92,11 +87,6 @@ def fit(summary: pd.DataFrame, x: str | Axis) -> pd.DataFrame:
 def _pow10(v: float) -> float:
     """10 to ``v``; inf beyond a float's range (a line that barely rises reaches zero far out)."""
     return math.inf if v > 300 else 10.0 ** v
-
-
-def read_fits(fits: pd.DataFrame) -> pd.DataFrame:
-    """The fits as :func:`fit` returns them, from themselves or from their CSV read back."""
-    return levers_as_text(fits)
 
 
 def _fit_verdict(line: dict, best: float, x: Axis) -> str:

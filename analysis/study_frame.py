@@ -20,11 +20,7 @@ NUMBERS = ["size_params", "pretrain", "pretrain_tokens", "budget", "budget_token
 
 def numeric(df: pd.DataFrame, cols) -> pd.DataFrame:
     """``df`` with each of ``cols`` it has as numbers (a cell that is not one: NaN)."""
-    df = df.copy()
-    for c in cols:
-        if c in df:
-            df[c] = pd.to_numeric(df[c], errors="coerce")
-    return df
+    return df.assign(**{c: pd.to_numeric(df[c], errors="coerce") for c in cols if c in df})
 
 
 def levers_as_text(df: pd.DataFrame) -> pd.DataFrame:
@@ -65,14 +61,10 @@ def fmt(v, digits=1, sign=False) -> str:
     return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
 
 
-def name(labels: dict | None, model: str) -> str:
-    """A model's display name (its config ``label``), or its key where none is given."""
-    return (labels or {}).get(model, model)
-
-
 def model_label(labels: dict | None, model: str, lever: str, value) -> str:
-    """A model's name with its lever, if any: ``bd_pad_cm [lr = 2e-05]``."""
-    return name(labels, model) + (f" [{lever} = {value}]" if lever else "")
+    """A model's display name (its config ``label``, or its key where none is given) with its lever, if any:
+    ``bd_pad_cm [lr = 2e-05]``."""
+    return (labels or {}).get(model, model) + (f" [{lever} = {value}]" if lever else "")
 
 
 def series_label(key: dict, labels: dict | None, several_bases: bool) -> str:

@@ -47,6 +47,6 @@ def paper_gaps(kind: str) -> list[dict]:
         for col in GAP_COLUMNS:
             a = paper_value("table1", getattr(row, model), col)
             b = paper_value("table1", getattr(row, ref), col)
-            if a is not None and b is not None and a.value is not None and b.value is not None:
+            if a is not None and b is not None:  # paper_value: None where the paper gives no value
                 out.append(dict(size=name, params=row.params, column=col, gap=a.value - b.value))
     return out

@@ -11,19 +11,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.study_axis import Axis, axis
-from analysis.study_fit import read_fits
-from analysis.study_frame import fmt, model_label, ordered, read_back
+from analysis.study_frame import fmt, levers_as_text, model_label, ordered, read_back
 from analysis.study_paper import GAP_COLUMNS, paper_gaps
+from analysis.tables import markdown_table
 
 IDENTITY = {"base": "base", "parameters": "parameters", "pretraining": "pretraining tokens / param"}
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def _head(head: list[str]) -> list[str]:
-    return [_row(head), "|" + "---|" * len(head)]
 
 
 def _gap_cell(s: pd.DataFrame, quantity: str, column: str) -> str:
@@ -71,25 +63,20 @@ def _groups(summary: pd.DataFrame, quantities) -> list[pd.DataFrame]:
 
 def _bases_table(summary: pd.DataFrame, shown: dict) -> list[str]:
     pre = shown["pretraining"]
-    lines = _head(["base", "parameters", *([IDENTITY["pretraining"]] if pre else []), "Avg.", "GSM8K stand-in",
-                   "HumanEval stand-in"])
+    rows = []
     for b, g in summary[summary["quantity"] == "base"].groupby("base", sort=False):
-        cells = {}
-        for col in GAP_COLUMNS:
-            r = g[g["column"] == col]
-            cells[col] = (f"{float(r['value'].iloc[0]):.1f} ± "
-                          f"{(float(r['ci_high'].iloc[0]) - float(r['ci_low'].iloc[0])) / 2:.1f}" if len(r) else "n/a")
+        cells = {r["column"]: f"{float(r['value']):.1f} ± {(float(r['ci_high']) - float(r['ci_low'])) / 2:.1f}"
+                 for _, r in g.iterrows()}
         first = g.iloc[0]
-        lines.append(_row([b, f"{float(first['size_params']) / 1e6:.2f}M",
-                           *([fmt(first["pretrain_tokens_per_param"], 2)] if pre else []),
-                           *(cells[c] for c in GAP_COLUMNS)]))
-    return lines
+        rows.append([b, f"{float(first['size_params']) / 1e6:.2f}M",
+                     *([fmt(first["pretrain_tokens_per_param"], 2)] if pre else []),
+                     *(cells.get(c, "n/a") for c in GAP_COLUMNS)])
+    return markdown_table(["base", "parameters", *([IDENTITY["pretraining"]] if pre else []), "Avg.", "GSM8K stand-in",
+                           "HumanEval stand-in"], rows)
 
 
 def _main_table(summary: pd.DataFrame, threshold: float, labels: dict | None, shown: dict) -> list[str]:
-    lines = _head(_identity_head(shown) + [
-        "passes", "final loss", "Avg. gap to its base", "GSM8K gap", "HumanEval gap",
-        f"tokens / forward (t={threshold:g})", f"Avg. change t=1.0 -> {threshold:g}", "batch-1 speed / its base"])
+    rows = []
     for g in _groups(summary, ["accuracy"]):
         r = g.iloc[0]
         speed = _value_cell(g, "speedup_b1")
@@ -97,16 +84,16 @@ def _main_table(summary: pd.DataFrame, threshold: float, labels: dict | None, sh
                  *(_gap_cell(g, "accuracy", c) for c in GAP_COLUMNS),
                  _value_cell(g, "tokens_per_forward") or "-", _gap_cell(g, "accuracy_speed", "avg") or "-",
                  f"{speed}x" if speed else "n/a"]
-        lines.append(_row(_identity(r, shown, labels) + cells))
-    return lines
+        rows.append(_identity(r, shown, labels) + cells)
+    return markdown_table(_identity_head(shown) + [
+        "passes", "final loss", "Avg. gap to its base", "GSM8K gap", "HumanEval gap",
+        f"tokens / forward (t={threshold:g})", f"Avg. change t=1.0 -> {threshold:g}", "batch-1 speed / its base"], rows)
 
 
 def _ntp_table(summary: pd.DataFrame, labels: dict | None, shown: dict) -> list[str]:
-    lines = _head(_identity_head(shown) + ["Avg. minus NTP", "GSM8K minus NTP", "HumanEval minus NTP"])
-    for g in _groups(summary, ["accuracy_vs_ntp"]):
-        cells = [_gap_cell(g, "accuracy_vs_ntp", c) for c in GAP_COLUMNS]
-        lines.append(_row(_identity(g.iloc[0], shown, labels) + cells))
-    return lines
+    rows = [_identity(g.iloc[0], shown, labels) + [_gap_cell(g, "accuracy_vs_ntp", c) for c in GAP_COLUMNS]
+            for g in _groups(summary, ["accuracy_vs_ntp"])]
+    return markdown_table(_identity_head(shown) + ["Avg. minus NTP", "GSM8K minus NTP", "HumanEval minus NTP"], rows)
 
 
 def _fit_table(fits: pd.DataFrame, labels: dict | None, shown: dict, x: Axis) -> list[str]:
@@ -114,16 +101,13 @@ def _fit_table(fits: pd.DataFrame, labels: dict | None, shown: dict, x: Axis) ->
     the points fitted, the slope per decade of x and the verdict."""
     base = x.along != "base" and shown["base"]
     budget = x.along != "budget"
-    lines = _head(["model", *(["base"] * base), *(["budget"] * budget), "gap to", "column", x.plural,
-                   f"points per decade of {x.label} (95%)", "verdict"])
     to = {"accuracy": x.to_base, "accuracy_vs_ntp": x.to_ntp}
-    for _, r in read_fits(fits).iterrows():
-        series = [model_label(labels, r["model"], r["lever"], r["lever_value"]), *([r["base"]] if base else []),
-                  *([f"{int(r['budget'])}x"] if budget else [])]
-        lines.append(_row(series + [to[r["quantity"]], r["column"], r["along"],
-                                    f"{r['slope']:+.1f} ({r['slope_low']:+.1f} to {r['slope_high']:+.1f})",
-                                    r["verdict"]]))
-    return lines
+    rows = [[model_label(labels, r["model"], r["lever"], r["lever_value"]), *([r["base"]] if base else []),
+             *([f"{int(r['budget'])}x"] if budget else []), to[r["quantity"]], r["column"], r["along"],
+             f"{r['slope']:+.1f} ({r['slope_low']:+.1f} to {r['slope_high']:+.1f})", r["verdict"]]
+            for _, r in levers_as_text(fits).iterrows()]
+    return markdown_table(["model", *(["base"] * base), *(["budget"] * budget), "gap to", "column", x.plural,
+                           f"points per decade of {x.label} (95%)", "verdict"], rows)
 
 
 def _paper_section(x: Axis) -> list[str]:

@@ -22,7 +22,7 @@ from fastdllm_core.intervals import wilson_pct
 
 from .results_io import lookup, measured_on, select
 from .summary_findings import findings_section, interval_text, judge
-from .tables import group_decode, seed_mean
+from .tables import group_decode, markdown_table, seed_mean
 
 FINDINGS, PROVENANCE = "## Findings", "## Provenance"
 TIMING, TRAINING_SPEED = "## Speed (timing)", "## Training speed (timing)"
@@ -69,13 +69,8 @@ def mean_interval(parts: list[tuple]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def cell(c: dict, per_seed: bool = False) -> str:
-    if c.get("mean") is None:
-        return NA
-    text = interval_text(c)
-    if per_seed and len(c["values"]) > 1:
-        text += " [" + " / ".join(f"{v:.1f}" for v in c["values"]) + "]"
-    return text
+def cell(c: dict) -> str:
+    return NA if c.get("mean") is None else interval_text(c)
 
 
 def verdict(a: dict, b: dict) -> str:
@@ -91,17 +86,11 @@ def item_counts(cells: dict) -> list[int]:
     return sorted({c.get("n") for c in cells.values() if c.get("n")})
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return out + ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
-
-
 # ------------------------------------------------------------------------------------------------- sections
-def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
+def _accuracy(spec: dict, cells: dict) -> list[str]:
     cols = spec["columns"]
-    rows = []
-    for g in spec["groups"]:
-        rows.append([g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols])
+    rows = [[g["label"], str(len(g["members"]))] + [cell(cells[(g["model"], c["id"])]) for c in cols]
+            for g in spec["groups"]]
     ns = item_counts(cells)
     out = ["## Accuracy (Tables 1 and 2)", "",
            f"{spec['items_note']} n = {', '.join(map(str, ns)) or NA} test items per task. {spec['interval_note']} "
@@ -109,12 +98,12 @@ def _accuracy(spec: dict, acc: pd.DataFrame, cells: dict) -> list[str]:
            "their half-widths added in quadrature over their count. How these gaps change with the adaptation "
            "budget: docs/budget_study.md (`snakemake --cores all budget_study`); with model size: "
            "docs/scale_study.md (`snakemake --cores all scale_study`).", ""]
-    out += _table(["model", "seeds"] + [c["title"] for c in cols], rows)
+    out += markdown_table(["model", "seeds"] + [c["title"] for c in cols], rows)
     if any(len(g["members"]) > 1 for g in spec["groups"]):
         out += ["", "Per seed (" + ", ".join(map(str, spec["seeds"])) + "):", ""]
-        out += _table(["model"] + [c["title"] for c in cols],
-                      [[g["label"]] + [" / ".join(f"{v:.1f}" for v in cells[(g["model"], c["id"])].get("values", []))
-                                       or NA for c in cols] for g in spec["groups"] if len(g["members"]) > 1])
+        seeds = [[g["label"]] + [" / ".join(f"{v:.1f}" for v in cells[(g["model"], c["id"])].get("values", [])) or NA
+                                 for c in cols] for g in spec["groups"] if len(g["members"]) > 1]
+        out += markdown_table(["model"] + [c["title"] for c in cols], seeds)
     return out
 
 
@@ -142,20 +131,16 @@ def _sweeps(spec: dict, acc: pd.DataFrame) -> list[str]:
         for i, (r, cs) in enumerate(zip(sw["rows"], measured)):
             tpf, _ = lookup(acc, "tokens_per_forward", r["decode"], model=sw["model"], task=cols[0]["task"],
                             metric=cols[0]["metric"])
-            if ref is None:
-                vs = "-"
-            elif i == ref:
-                vs = "reference"
-            else:
-                vs = "; ".join(verdict(a, b) for a, b in zip(measured[ref], cs))
+            vs = "-" if ref is None else "reference" if i == ref else \
+                "; ".join(verdict(a, b) for a, b in zip(measured[ref], cs))
             rows.append([r["label"]] + [cell(c) for c in cs] + [f"{tpf:.2f}" if tpf is not None else NA, vs])
         out += [f"### {sw['title']}", "", sw["note"], ""]
-        out += _table(["setting"] + [c["title"] for c in cols] +
-                      [f"tokens per forward ({cols[0]['title']})", f"vs {sw['reference_label']}"], rows) + [""]
+        out += markdown_table(["setting"] + [c["title"] for c in cols] +
+                              [f"tokens per forward ({cols[0]['title']})", f"vs {sw['reference_label']}"], rows) + [""]
     return out
 
 
-def _training(spec: dict, train: pd.DataFrame) -> list[str]:
+def _training(train: pd.DataFrame) -> list[str]:
     out = ["## Training (final logged step)", ""]
     if train.empty:
         return out + ["No model was trained in this run."]
@@ -163,7 +148,7 @@ def _training(spec: dict, train: pd.DataFrame) -> list[str]:
     for model, g in train.groupby("model", sort=False):
         last = g.iloc[-1]
         rows.append([str(model), str(last.get("recipe", "")), str(last.get("step", "")), f"{float(last['loss']):.4f}"])
-    return out + _table(["model", "recipe", "steps", "loss"], rows)
+    return out + markdown_table(["model", "recipe", "steps", "loss"], rows)
 
 
 def _provenance(spec: dict, frames: list[pd.DataFrame], fingerprint: str,
@@ -193,8 +178,7 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     rows = []
     for m in sp["models"]:
         for b in sp["batches"]:
-            sel = (select(thr, m.get("decode"), model=m["source"], mode=m["mode"], sweep=sp["sweep"], batch_size=b)
-                   if not thr.empty else thr)
+            sel = select(thr, m.get("decode"), model=m["source"], mode=m["mode"], sweep=sp["sweep"], batch_size=b)
             if sel.empty:
                 continue
             r = sel.iloc[-1]
@@ -205,13 +189,13 @@ def _timing(spec: dict, thr: pd.DataFrame, train: pd.DataFrame, extra: list[str]
     if rows:
         dev = measured_on(thr, sp["sweep"], [m["source"] for m in sp["models"]])
         out += [f"Throughput sweep `{sp['sweep']}` ({sp['note']}), {dev}:", ""]
-        out += _table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
+        out += markdown_table(["model", "mode", "batch", "tokens/s", "tokens per forward", "vs AR"], rows) + [""]
     out += ([""] + extra if extra else [])
     if not train.empty and "tokens_per_s" in train.columns:
         tr = [[str(m), f"{pd.to_numeric(g['tokens_per_s'], errors='coerce').median():.0f}"]
               for m, g in train.groupby("model", sort=False)]
         out += ["", TRAINING_SPEED, "", "Median tokens/s over the logged intervals (two adaptations train side by "
-                f"side, one thread each), {measured_on(train)}:", ""] + _table(["model", "tokens/s"], tr)
+                f"side, one thread each), {measured_on(train)}:", ""] + markdown_table(["model", "tokens/s"], tr)
     return out
 
 
@@ -234,10 +218,10 @@ def build_summary(spec: dict, acc: pd.DataFrame, thr: pd.DataFrame, train: pd.Da
     spec, cells = summary_cells(spec, acc)
     lines = [f"# {spec['title']}", "", spec["intro"], ""]
     lines += findings_section(spec, cells, thr, item_counts(cells)) + [""]
-    lines += _accuracy(spec, acc, cells) + [""]
+    lines += _accuracy(spec, cells) + [""]
     lines += _comparisons(spec, cells) + [""]
     lines += _sweeps(spec, acc)
-    lines += _training(spec, train) + [""]
+    lines += _training(train) + [""]
     lines += _provenance(spec, [acc, thr, train], fingerprint, picture) + [""]
     lines += _timing(spec, thr, train, timing_lines or [])
     return "\n".join(lines).rstrip() + "\n"
@@ -249,24 +233,23 @@ def comparable_text(md: str) -> str:
     number moving): equal for two runs of the same code on the same kernel path, and comparable with a page made
     before the findings section existed (what ``tests/test_results_doc.py`` and ``scripts/update_results_doc.py
     --check`` compare)."""
-    out, skip = [], False
+    out = [line for h, line in sectioned(md) if h not in NOT_COMPARED and line.startswith(("#", "|", "- "))]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def sectioned(md: str):
+    """``(heading, line)`` per line of the page: the ``## `` heading of the section the line is in (the heading
+    line's own; None before the first)."""
+    heading = None
     for line in md.splitlines():
         if line.startswith("## "):
-            skip = line.strip() in NOT_COMPARED
-        if not skip and line.startswith(("#", "|", "- ")):
-            out.append(line)
-    return "\n".join(out).rstrip() + "\n"
+            heading = line.strip()
+        yield heading, line
 
 
 def section(md: str, heading: str) -> str:
     """One ``## `` section of the page (heading line included), for the README's copy."""
-    out, inside = [], False
-    for line in md.splitlines():
-        if line.startswith("## "):
-            inside = line.strip() == heading
-        if inside:
-            out.append(line)
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(line for h, line in sectioned(md) if h == heading).rstrip() + "\n"
 
 
 def fingerprint_of(md: str) -> str | None:

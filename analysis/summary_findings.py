@@ -99,10 +99,12 @@ def accuracy_findings(spec: dict, cells: dict) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------- speed
-def rounds_of(row) -> list[float] | None:
-    """A throughput row's tokens/s in every round (``tokens_per_s_rounds``, ``;``-separated), None when the row
-    keeps none (a sweep measured before rounds were kept)."""
-    got = str(row.get("tokens_per_s_rounds", "") if row is not None else "").strip()
+def rounds_of(thr: pd.DataFrame, model: str, mode: str, sweep: str, batch) -> list[float] | None:
+    """The tokens/s in every round (``tokens_per_s_rounds``, ``;``-separated) of the last throughput row of
+    ``model`` in ``mode`` at ``batch`` in ``sweep``; None without such a row or when it keeps none (a sweep measured
+    before rounds were kept)."""
+    sel = select(thr, None, model=model, mode=mode, sweep=sweep, batch_size=batch)
+    got = str(sel.iloc[-1].get("tokens_per_s_rounds", "") if len(sel) else "").strip()
     if not got or got.lower() == "nan":
         return None
     vals = [float(x) for x in got.split(";")]
@@ -122,11 +124,6 @@ def speed_verdict(bd: list[float], ar: list[float], noise: list[float]) -> dict:
     return {"ratios": ratios, "lo": lo, "hi": hi, "verdict": verdict}
 
 
-def _row(thr: pd.DataFrame, model: str, mode: str, sweep: str, batch) -> pd.Series | None:
-    sel = select(thr, None, model=model, mode=mode, sweep=sweep, batch_size=batch) if not thr.empty else thr
-    return None if sel.empty else sel.iloc[-1]
-
-
 def speed_finding(spec: dict, thr: pd.DataFrame) -> str:
     """The speed sentence: the recipe's tokens/s against the AR base at each batch of the sweep, per round, judged
     against the timing noise band of the noise pair (:func:`speed_verdict`)."""
@@ -139,8 +136,8 @@ def speed_finding(spec: dict, thr: pd.DataFrame) -> str:
                        "ratio to it would measure the timing noise.")
     parts, noise_n = [], None
     for b in sp["batches"]:
-        rows = [_row(thr, pair[k], mode, sp["sweep"], b) for k, mode in (("bd", "bd"), ("ar", "ar"), ("noise", "ar"))]
-        got = [rounds_of(r) if r is not None else None for r in rows]
+        got = [rounds_of(thr, pair[k], mode, sp["sweep"], b)
+               for k, mode in (("bd", "bd"), ("ar", "ar"), ("noise", "ar"))]
         if any(g is None for g in got) or len({len(g) for g in got}) != 1:
             parts.append(f"batch {b} no verdict (a row or its per-round tokens/s is missing)")
             continue

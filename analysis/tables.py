@@ -8,10 +8,13 @@ its reason in a numbered footnote; a cell the paper prints as "-" reads
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
+from fastdllm_core.intervals import seed_interval
+from fastdllm_core.provenance import write_text_atomic
+
+from . import paper_cases
 from . import paper_values as pv
 from .results_io import lookup, measured_on
 
@@ -60,11 +63,13 @@ def fmt_contrast(a: tuple | None, b: tuple | None) -> str:
     return d + (f" ({WITHIN_NOISE})" if a[1] <= b[2] and b[1] <= a[2] else "")
 
 
-def fmt_diff(v: float) -> str:
-    return f"{v:+.1f}"
-
-
 # ----------------------------------------------------------------------------------------------------- renderers
+def markdown_table(header: list, rows) -> list[str]:
+    """The lines of a Markdown table: the header, its rule, then one line per row."""
+    return ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)] + \
+        ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+
+
 def _md_escape(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", "<br>")
 
@@ -73,10 +78,7 @@ def render_markdown(t: Table) -> str:
     out = [f"# {t.title}", "", f"Scale: **{t.scale}**.", ""]
     for n in t.notes:
         out += [n, ""]
-    out.append("| " + " | ".join(_md_escape(h) for h in t.header) + " |")
-    out.append("|" + "|".join("---" for _ in t.header) + "|")
-    for r in t.rows:
-        out.append("| " + " | ".join(_md_escape(c) for c in r) + " |")
+    out += markdown_table([_md_escape(h) for h in t.header], [[_md_escape(c) for c in r] for r in t.rows])
     if t.footnotes:
         out += ["", "Notes:", ""]
         out += [f"({i}) {f}" for i, f in enumerate(t.footnotes, 1)]
@@ -99,8 +101,7 @@ def render_latex(t: Table) -> str:
            rf"\caption{{{tex_escape(t.title)} (scale: {tex_escape(t.scale)})}}", rf"\label{{tab:{t.name}}}",
            rf"\begin{{tabular}}{{{cols}}}", r"\hline",
            " & ".join(rf"\textbf{{{tex_escape(h)}}}" for h in t.header) + r" \\", r"\hline"]
-    for r in t.rows:
-        out.append(" & ".join(tex_escape(c) for c in r) + r" \\")
+    out += [" & ".join(tex_escape(c) for c in r) + r" \\" for r in t.rows]
     out += [r"\hline", r"\end{tabular}"]
     if t.notes or t.footnotes:
         out.append(r"\par\smallskip\footnotesize")
@@ -111,8 +112,6 @@ def render_latex(t: Table) -> str:
 
 
 def write_table(t: Table, md_path, tex_path) -> None:
-    from fastdllm_core.provenance import write_text_atomic
-
     write_text_atomic(md_path, render_markdown(t))
     write_text_atomic(tex_path, render_latex(t))
 
@@ -207,8 +206,7 @@ def _measured_cell(t: Table, c: dict, g: dict, acc: pd.DataFrame, intervals: dic
     if len(members) == 1:
         sel = dict(model=members[0], task=c["task"], metric=c["metric"])
         r, why = lookup(acc, "value", decode, **sel)
-        lo, _ = lookup(acc, "ci_low", decode, **sel)
-        hi, _ = lookup(acc, "ci_high", decode, **sel)
+        lo, hi = (lookup(acc, col, decode, **sel)[0] for col in ("ci_low", "ci_high"))
     else:
         r, lo, hi, why = seed_mean(acc, members, c["task"], c["metric"], decode)
     intervals[c["id"]] = (r, lo, hi)
@@ -226,8 +224,6 @@ def group_decode(g: dict, task: str) -> dict | None:
 def seed_mean(acc: pd.DataFrame, members: list[str], task: str, metric: str, decode: dict | None):
     """``(mean, low, high, why)`` of a metric over the seed replicates ``members`` (all measured on the same items);
     ``why`` names the first replicate without a measurement (the others are then not averaged)."""
-    from fastdllm_core.intervals import seed_interval
-
     values, ns = [], set()
     for m in members:
         v, why = lookup(acc, "value", decode, model=m, task=task, metric=metric)
@@ -243,10 +239,8 @@ def seed_mean(acc: pd.DataFrame, members: list[str], task: str, metric: str, dec
 
 
 def _paper_cell(t: Table, p, paper_table: str, paper_row, cid: str) -> str:
-    if p is None and pv.is_not_given(paper_table, paper_row, cid):
-        return pv.NOT_GIVEN_TEXT  # the paper prints "-" here
-    if p is None:
-        return t.na(pv.MISSING_TEXT)
+    if p is None:  # the paper prints "-" here, or this file holds no such cell
+        return pv.NOT_GIVEN_TEXT if pv.is_not_given(paper_table, paper_row, cid) else t.na(pv.MISSING_TEXT)
     return fmt(p.value) + f" ({t.footnote('paper value; source: ' + p.source_text)})"
 
 
@@ -254,7 +248,7 @@ def _difference_cell(t: Table, r, p, comparable: bool, partial_why: str | None, 
     if r is None or p is None:
         return NA
     if comparable:
-        return fmt_diff(r - p.value)
+        return f"{r - p.value:+.1f}"
     if partial_why:
         return t.na(partial_why)  # the note of the partial average itself: not differenced
     return t.na(f"reproduced on a stand-in task at scale '{scale}', not the paper's benchmark: "
@@ -262,14 +256,12 @@ def _difference_cell(t: Table, r, p, comparable: bool, partial_why: str | None, 
 
 
 def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, notes: list[str] | None = None,
-                     kind: str | None = None, model_label: str | None = None) -> Table:
+                     model_label: str | None = None) -> Table:
     """Prompts and the model's answers (``cases/<kind>.csv`` rows: case, turn, prompt, response, ...), with the
     paper's answer beside each turn whose conversation is one of the paper's (:mod:`analysis.paper_cases`).
-    ``kind`` (``single_turn`` | ``multi_turn``) defaults from the name (table5 / table6); ``model_label``: how the
+    The kind (``single_turn`` | ``multi_turn``) follows the name (table5 / table6); ``model_label``: how the
     notes name the model under test (default: its key in the CSV)."""
-    from . import paper_cases
-
-    kind = kind or ("single_turn" if name.startswith("table5") else "multi_turn")
+    kind = "single_turn" if name.startswith("table5") else "multi_turn"
     t = Table(name=name, title=title, scale=scale,
               header=["Case", "Turn", "Prompt", "Reproduced answer", "Paper's answer", "Tokens", "Forwards"],
               notes=list(notes or []))
@@ -280,11 +272,9 @@ def case_study_table(*, name: str, title: str, scale: str, cases: pd.DataFrame, 
         range(len(cases)) if kind == "single_turn" else [0] * len(cases), index=cases.index)
     so_far: dict = {}
     for i, r in cases.iterrows():
-        key = case_col.loc[i]
-        turns = so_far.setdefault(key, [])
-        turns.append(str(r["prompt"]))
-        paper = paper_cases.match(kind, turns)
-        prompt = str(r["prompt"])
+        key, prompt = case_col.loc[i], str(r["prompt"])
+        so_far.setdefault(key, []).append(prompt)
+        paper = paper_cases.match(kind, so_far[key])
         if paper:
             src = f"the paper's prompt, verbatim; source: {paper_cases.SOURCE}, {paper_cases.TABLE_WHERE[paper.table]}"
             prompt += f" ({t.footnote(src)})"
@@ -321,13 +311,3 @@ def training_table(metrics: pd.DataFrame, scale: str) -> Table:
                        fmt(float(last["tokens_per_s"]), 0) if "tokens_per_s" in last else NA])
     t.notes.append(f"Tokens/s {measured_on(metrics)}.")
     return t
-
-
-def write_all(tables: list[Table], out_dir) -> list[Path]:
-    out_dir = Path(out_dir)
-    paths = []
-    for t in tables:
-        md, tex = out_dir / f"{t.name}.md", out_dir / f"{t.name}.tex"
-        write_table(t, md, tex)
-        paths += [md, tex]
-    return paths
