@@ -7,7 +7,7 @@ code; a point whose key matches is reused -- never a point with only ``n/a`` row
 point split into shards (``eval.shards``, rule evaluate_shard) is merged from its shards' per-item results."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from pathlib import Path
 
     from fastdllm_core.provenance import config_hash, write_csv_atomic, write_json_atomic
@@ -29,7 +29,6 @@ with logged(snakemake):  # noqa: F821
             return parts[0]["rows"]
         return merge_shards(parts)
 
-    sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     unavailable = config["models"][p.model].get("train_unavailable")  # workflow/fastdllm_dag/plan/data.py
     if unavailable:  # a model to be trained here without training data: n/a rows naming the keys to set

@@ -7,7 +7,7 @@ its answers): a shard killed (a cluster's time limit) resumes from it, skipping 
 of model, data, settings or code starts a fresh one.  Removed once the shard's file is written."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
     from pathlib import Path
 
@@ -15,7 +15,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_dag.job import common as jobs
     from fastdllm_dag.job import eval_point
 
-    sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     sj = p.shard
     task, point = sj["task"], sj["point"]

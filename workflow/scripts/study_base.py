@@ -3,7 +3,7 @@ scaled learning rates and steps, in the default base's data-parallel processes (
 resumes from run/checkpoints when a previous run was stopped."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import csv
     from pathlib import Path
 
@@ -17,7 +17,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_dag.job import common as jobs
     from fastdllm_dag.plan.study_specs import StudyJob
 
-    sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)
     device = jobs.require_device(sm.config)
     config = TrainConfig.from_dict(job.train)  # a bad key or value is named before anything is written

@@ -3,7 +3,7 @@ checkpoint in the same run directory), its final checkpoint copied out as the sn
 the snapshot's fields and the passes over the set) written to the study's points."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
     import shutil
     from pathlib import Path
@@ -17,7 +17,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_dag.job import common as jobs
     from fastdllm_dag.plan.study_specs import StudyJob
 
-    sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)
     jobs.require_device(sm.config)
     config = TrainConfig.from_dict(job.train)  # a bad key or value named before anything is written

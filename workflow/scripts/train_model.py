@@ -2,7 +2,7 @@
 on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import csv
     from pathlib import Path
 
@@ -11,7 +11,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
     from fastdllm_dag.job import common as jobs
 
-    sm = snakemake  # noqa: F821
     cfg = sm.params.cfg
     from fastdllm_core.training.config import TrainConfig, paper_budget_warning
 
