@@ -170,13 +170,35 @@ def checked_and_loaded(p, config: dict, device: str, data_paths: dict):
     return loaded, reason
 
 
-def start_over_if_changed(run_dir, config, name: str) -> None:
-    """A training job's run directory keeps its checkpoints so that an interrupted job of the same run resumes; a
-    job rerun because a setting of the model changed (its training config, its init model, its data) trains from
+def start_run(run_dir, train: dict, config, name: str) -> Path:
+    """A training job's run directory, made, with ``train`` (the training config as given) in its
+    ``train_config.yaml``.  It keeps its checkpoints so that an interrupted job of the same run resumes; a job rerun
+    because a setting of the model changed (its training config ``config``, its init model, its data) trains from
     step 0 (:func:`fastdllm_core.training.run_identity.start_over_if_changed`)."""
-    from fastdllm_core.training.run_identity import start_over_if_changed as start_over
+    import yaml
 
-    why = start_over(run_dir, config)
+    from fastdllm_core.provenance import write_text_atomic
+    from fastdllm_core.training.run_identity import start_over_if_changed
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(train, sort_keys=False))
+    why = start_over_if_changed(run_dir, config)
     if why:
         print(f"{name}: {run_dir} held checkpoints of another run ({'; '.join(why)}): removed, training from step 0",
               flush=True)
+    return run_dir
+
+
+def write_metrics(run_dir, out, extra: dict) -> list[dict]:
+    """A finished training run's ``metrics.csv`` rows, each with ``extra``'s fields first, written to ``out``
+    (an error when it has no rows)."""
+    from fastdllm_core.provenance import write_csv_atomic
+
+    path = Path(run_dir) / "metrics.csv"
+    with open(path, newline="") as fh:
+        rows = [dict(extra, **r) for r in csv.DictReader(fh)]
+    if not rows:
+        raise RuntimeError(f"{path} has no rows")
+    write_csv_atomic(out, rows)
+    return rows
