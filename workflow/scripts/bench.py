@@ -51,10 +51,9 @@ with logged(snakemake) as sm:  # noqa: F821
         return bm, bench.encode_prompts(bm.tokenizer, texts)
 
     def measure_one(loaded, model, run):
-        bm, prompts = loaded
         meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}
-        out = bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{p.prompts_task}[:{len(prompts)}]",
-                                meta, dict(model=model, **fields))
+        out = bench_run.measure(loaded, run, bcfg, int(config["seed"]), p.prompts_task, meta,
+                                dict(model=model, **fields))
         print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
         return out
 
