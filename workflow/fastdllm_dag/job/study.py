@@ -4,6 +4,7 @@ every stand-in at every test item, and timed at batch 1 against its base in inte
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from fastdllm_dag.job import common as jobs
 from fastdllm_dag.plan import points as plan_points
@@ -20,9 +21,9 @@ def score(config: dict, job: StudyJob) -> list[dict]:
     device = jobs.require_device(config)
     models = dict(config["models"], **{job.point: {"mode": job.mode, "label": job.label, "seed_of": job.group}})
     cfg = dict(config, models=models)
-    p = eval_point.EvalModel(model=job.point, label=job.label, source=job.source, mode=job.mode,
-                             max_new_tokens=config["decode"]["max_new_tokens"], batch_size=config["eval"]["batch_size"],
-                             verdict_cache=job.verdict_cache)
+    p = SimpleNamespace(model=job.point, label=job.label, source=job.source, mode=job.mode, limit=None,
+                        max_new_tokens=config["decode"]["max_new_tokens"], batch_size=config["eval"]["batch_size"],
+                        verdict_cache=job.verdict_cache)  # as run_point reads rule evaluate's params
     points = ([plan_points.point_name("bd", plan_points.base_decode(config)),
                plan_points.point_name("bd", plan_points.speed_decode(config))] if job.mode == "bd" else ["ar"])
     loaded = load_model(job.source, device=device, dtype=config.get("dtype", "auto"))
