@@ -8,6 +8,7 @@ point split into shards (``eval.shards``, rule evaluate_shard) is merged from it
 from fastdllm_dag.job.log import logged
 
 with logged(snakemake) as sm:  # noqa: F821
+    import json
     from pathlib import Path
 
     from fastdllm_core.provenance import config_hash, write_csv_atomic, write_json_atomic
@@ -18,8 +19,6 @@ with logged(snakemake) as sm:  # noqa: F821
     def merged_rows(files: list[str]) -> list[dict]:
         """A sharded point's rows: merged from its shards' per-item results (fastdllm_core.evaluation.shards), or
         the first shard's n/a rows when a shard has no measurement."""
-        import json
-
         from fastdllm_core.evaluation.shards import merge_shards
 
         parts = [json.loads(Path(f).read_text()) for f in files]

@@ -86,8 +86,7 @@ def data_fingerprint(data_path, environ=None) -> dict:
     out = {"data_path": str(data_path) if data_path else None,
            "files": fingerprint_files([data_path] if data_path else [])}
     for var in DATA_ENV_VARS:
-        if env.get(var):
-            v = env[var]
+        if v := env.get(var):
             out[var] = {"value": v, "files": fingerprint_files([v]) if var.endswith("_PATH") else []}
     if not data_path:  # the library's fallbacks to the shared copies (gsm8k, the original humaneval)
         from fastdllm_core.evaluation import shared_dir

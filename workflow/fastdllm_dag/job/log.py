@@ -20,12 +20,10 @@ def logged(snakemake):
 
     # before torch's first kernel: the same bits on every x86 CPU with AVX2 (and in torchrun's children)
     cpu_numerics.pin()
-    try:
+    with contextlib.suppress(ImportError):
         import torch
 
         torch.set_num_threads(threads)
-    except ImportError:  # pragma: no cover
-        pass
     if not log:
         yield snakemake
         return
