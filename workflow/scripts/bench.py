@@ -3,7 +3,7 @@ a model that cannot be loaded: status n/a, note = why, no measurement); ``prompt
 came from (a local file's path, or the Hub dataset)."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import torch
 
     from fastdllm_core import bench
@@ -12,7 +12,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_dag.job import common as jobs
     from fastdllm_dag.plan import models as plan
 
-    sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     device = jobs.require_device(config)
     if sm.wildcards.sweep == "gpu_batch" and device != "cuda":
@@ -52,10 +51,9 @@ with logged(snakemake):  # noqa: F821
         return bm, bench.encode_prompts(bm.tokenizer, texts)
 
     def measure_one(loaded, model, run):
-        bm, prompts = loaded
         meta = {"sweep": sm.wildcards.sweep, "run": run, "model": p.sources[model], "bench": dict(bcfg)}
-        out = bench_run.measure(bm, prompts, run, bcfg, int(config["seed"]), f"{p.prompts_task}[:{len(prompts)}]",
-                                meta, dict(model=model, **fields))
+        out = bench_run.measure(loaded, run, bcfg, int(config["seed"]), p.prompts_task, meta,
+                                dict(model=model, **fields))
         print(run, "->", [round(float(r["tokens_per_s"]), 1) for r in out])
         return out
 

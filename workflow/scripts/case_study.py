@@ -3,7 +3,7 @@ chat template: each conversation (single-turn: one user turn) is answered turn b
 following the model's own earlier answers."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from analysis import paper_cases
     from fastdllm_core.decode_config import DecodeConfig
     from fastdllm_core.decoding import bd_generate
@@ -11,7 +11,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_core.provenance import run_metadata, write_csv_atomic
     from fastdllm_dag.job import common as jobs
 
-    sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     device = jobs.require_device(config)
     lm = load_model(p.source, device=device, dtype=config.get("dtype", "auto"))

@@ -1,12 +1,11 @@
 """Concatenate per-job tidy CSVs into one (rows kept as they are; columns: union in first-seen order)."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import csv
 
     from fastdllm_core.provenance import write_csv_atomic
 
-    sm = snakemake  # noqa: F821
     rows = []
     for path in sm.input:
         with open(path, newline="") as fh:

@@ -7,7 +7,8 @@ code; a point whose key matches is reused -- never a point with only ``n/a`` row
 point split into shards (``eval.shards``, rule evaluate_shard) is merged from its shards' per-item results."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
+    import json
     from pathlib import Path
 
     from fastdllm_core.provenance import config_hash, write_csv_atomic, write_json_atomic
@@ -18,28 +19,24 @@ with logged(snakemake):  # noqa: F821
     def merged_rows(files: list[str]) -> list[dict]:
         """A sharded point's rows: merged from its shards' per-item results (fastdllm_core.evaluation.shards), or
         the first shard's n/a rows when a shard has no measurement."""
-        import json
-
         from fastdllm_core.evaluation.shards import merge_shards
 
         parts = [json.loads(Path(f).read_text()) for f in files]
-        if len(parts) == 1:  # the whole point, run in its own job
-            return parts[0]["rows"]
-        if not all(any(r["status"] == "ok" for r in part["rows"]) for part in parts):
+        # one part: the whole point, run in its own job
+        if len(parts) == 1 or not all(any(r["status"] == "ok" for r in part["rows"]) for part in parts):
             return parts[0]["rows"]
         return merge_shards(parts)
 
-    sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     unavailable = config["models"][p.model].get("train_unavailable")  # workflow/fastdllm_dag/plan/data.py
     if unavailable:  # a model to be trained here without training data: n/a rows naming the keys to set
-        jobs.write_na_rows(sm.output[0], p, config, unavailable)
+        rows = jobs.na_rows(p, config, unavailable, p.points)  # nothing loaded: its table row says why it is empty
+        write_csv_atomic(sm.output[0], rows)
+        print(f"{p.model}: {len(rows)} n/a rows ({unavailable}) -> {sm.output[0]}")
     else:
         device = jobs.require_device(config)
         model_files = jobs.model_fingerprint(p.source, sm.input.model)  # contents (a replaced checkpoint changes it)
         code = jobs.code_fingerprint()
-        # max_new_tokens: an integer for every task, or "task" (each benchmark's own; the row records the length used)
-        task_len = str(p.max_new_tokens) == "task"
         rows_by_point, todo = {}, []
         for task, points in p.points.items():
             data_path = p.data_paths[task]

@@ -7,15 +7,15 @@ its answers): a shard killed (a cluster's time limit) resumes from it, skipping 
 of model, data, settings or code starts a fresh one.  Removed once the shard's file is written."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
+    import shutil
     from pathlib import Path
 
     from fastdllm_core.provenance import config_hash, write_json_atomic
     from fastdllm_dag.job import common as jobs
     from fastdllm_dag.job import eval_point
 
-    sm = snakemake  # noqa: F821
     p, config = sm.params, sm.config
     sj = p.shard
     task, point = sj["task"], sj["point"]
@@ -39,8 +39,6 @@ with logged(snakemake):  # noqa: F821
     samples = [json.loads(line) for line in open(samples_file)] if ok else []
     write_json_atomic(sm.output[0], {"shard": sj, "key": key, "rows": rows, "samples": samples})
     # done: the progress is not needed again (a rerun answered wholly from it would have no generation statistics)
-    import shutil
-
     shutil.rmtree(progress.parent, ignore_errors=True)
     print(f"{task} {point} shard {sj['k']} of {sj['n']}: {len(samples)} items; "
           + ", ".join(f"{r['metric']}={r['value']} ({r['status']})" for r in rows))

@@ -2,12 +2,11 @@
 tokenizer of the init model (plan_data.adaptation_tokenizer); the manifest is written beside it."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from transformers import AutoTokenizer
 
     from fastdllm_core.training import adaptation_data
 
-    sm = snakemake  # noqa: F821
     cfg = adaptation_data.resolve(sm.params.spec)
     adaptation_data.source_dir(cfg)  # offline / missing copy: the named error, before the tokenizer loads
     tok = AutoTokenizer.from_pretrained(sm.params.tokenizer)

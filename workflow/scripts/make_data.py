@@ -3,11 +3,11 @@ import os
 
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from fastdllm_core.synthetic import write_suite
 
-    p = snakemake.params  # noqa: F821
-    out = dict(snakemake.output.items())  # noqa: F821
+    p = sm.params
+    out = dict(sm.output.items())
     target = os.path.dirname(out["pretrain"])
     written = write_suite(target, seed=int(p.seed), n_eval=int(p.n_eval), n_pretrain=int(p.n_pretrain),
                           n_sft=int(p.n_sft), n_adapt=int(p.n_adapt))

@@ -1,11 +1,10 @@
 """Draw one figure (PNG + PDF) from the results CSVs."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from analysis.results_io import load_csvs, load_throughput
     from fastdllm_dag.job import report_specs
 
-    sm = snakemake  # noqa: F821
     inp = {k: [v] if isinstance(v, str) else list(v) for k, v in sm.input.items()}
     gpu = [load_throughput(p) for p in inp.get("gpu", [])]
     # acc: the evaluation-job CSVs of the models the figure shows; thr: its own throughput sweep's CSV

@@ -1,10 +1,9 @@
 """Stand-in checkpoints and benchmark files of a rehearsal (rules standin_model / standin_data)."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from fastdllm_core import rehearsal
 
-    sm = snakemake  # noqa: F821
     spec = dict(sm.params.spec)
     if sm.rule == "standin_models":
         for name, path in sm.output.items():

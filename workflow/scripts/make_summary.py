@@ -4,14 +4,13 @@ from pathlib import Path
 
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from analysis.fig_findings import draw_findings, picture_note, picture_rows
     from analysis.results_io import load_csv, load_throughput
     from analysis.summary import build_summary, summary_cells
     from fastdllm_core.provenance import source_fingerprint, write_text_atomic
     from fastdllm_dag.job import report_specs
 
-    sm = snakemake  # noqa: F821
     spec, acc = report_specs.summary_spec(sm.config), load_csv(sm.input.acc)
     sha = draw_findings(picture_rows(*summary_cells(spec, acc)), sm.output.png, banner=spec["banner"],
                         note=picture_note(spec))

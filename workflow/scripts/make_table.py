@@ -1,12 +1,11 @@
 """Render one table (Markdown + LaTeX) from the results CSVs."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from analysis.results_io import load_csv, load_csvs
     from analysis.tables import write_table
     from fastdllm_dag.job import report_specs
 
-    sm = snakemake  # noqa: F821
     inp = {k: [v] if isinstance(v, str) else list(v) for k, v in sm.input.items()}
     # acc: the evaluation-job CSVs of the models the table shows (workflow/fastdllm_dag/plan/report_inputs.py), as one
     # frame

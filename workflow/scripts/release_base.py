@@ -3,7 +3,7 @@
 their digests), the machine and kernel path of the training, the final losses and the scores."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
     from pathlib import Path
 
@@ -14,7 +14,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_dag.plan import models as plan
     from fastdllm_dag.plan import released
 
-    sm = snakemake  # noqa: F821
     cfg = sm.config
     acc = pd.concat([pd.read_csv(f) for f in sm.input.accuracy], ignore_index=True)
     metrics = {Path(f).parent.name: f for f in sm.input.metrics}  # the stage's training curve, by stage name

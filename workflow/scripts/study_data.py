@@ -3,14 +3,14 @@ pretraining text (``pretrain.x<m>``: m times the default's rows); only that file
 test sets the study scores on are the default run's)."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import os
     import tempfile
     from pathlib import Path
 
     from fastdllm_core.synthetic import write_suite
 
-    p, out = snakemake.params, Path(snakemake.output[0])  # noqa: F821
+    p, out = sm.params, Path(sm.output[0])
     kind = "adapt" if "n_adapt" in p.rows else "pretrain"
     counts = {"n_pretrain": 0, "n_sft": 0, "n_adapt": 0, **p.rows}  # the one set this job writes
     out.parent.mkdir(parents=True, exist_ok=True)

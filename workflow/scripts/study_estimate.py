@@ -2,13 +2,12 @@
 when the estimate exceeds the study's ceiling_hours (workflow/fastdllm_dag/plan/study_rows.check_ceiling)."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
 
     from fastdllm_core.provenance import write_text_atomic
     from fastdllm_dag.plan import study_rows
 
-    sm = snakemake  # noqa: F821
     st = study_rows.load(sm.config, sm.params.study)
     est = study_rows.check_ceiling(sm.config, st)
     made = {"built_bases": st.built, "snapshots": sorted(st.todo), "estimate_hours": est,

@@ -2,10 +2,9 @@
 (workflow/fastdllm_dag/job/study.score); the rows written atomically to the study's points."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from fastdllm_core.provenance import write_csv_atomic
     from fastdllm_dag.job import study as study_jobs
     from fastdllm_dag.plan.study_specs import StudyJob
 
-    sm = snakemake  # noqa: F821
     write_csv_atomic(sm.output[0], study_jobs.score(sm.config, StudyJob(**sm.params.job)))

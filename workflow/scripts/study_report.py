@@ -4,10 +4,9 @@ describe, missing, columns, points, labels, pretrain_tokens, threshold); the inp
 others."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     from analysis import study
 
-    sm = snakemake  # noqa: F821
     inputs = {k: list(getattr(sm.input, k)) for k in ("accuracy", "speed", "metrics", "bases", "builds")}
     outputs = {k: getattr(sm.output, k) for k in study.OUTPUTS}
     print(study.report(**inputs, **dict(sm.params.study), **outputs))

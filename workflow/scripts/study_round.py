@@ -2,7 +2,7 @@
 adapts and releases; loaded back in the job's dtype, float32 on a CPU)."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
     import shutil
     from pathlib import Path
@@ -10,7 +10,7 @@ with logged(snakemake):  # noqa: F821
     import torch
     from safetensors.torch import load_file, save_file
 
-    src, out = Path(snakemake.input[0]), Path(snakemake.output[0])  # noqa: F821
+    src, out = Path(sm.input[0]), Path(sm.output[0])
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("model.safetensors", "*.pt", "optimizer*"))

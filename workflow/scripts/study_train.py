@@ -3,30 +3,24 @@ checkpoint in the same run directory), its final checkpoint copied out as the sn
 the snapshot's fields and the passes over the set) written to the study's points."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import json
     import shutil
     from pathlib import Path
 
-    import yaml
-
-    from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
+    from fastdllm_core.provenance import write_csv_atomic
     from fastdllm_core.training.checkpoints import read_metrics
     from fastdllm_core.training.config import TrainConfig
     from fastdllm_core.training.loop import train
     from fastdllm_dag.job import common as jobs
     from fastdllm_dag.plan.study_specs import StudyJob
 
-    sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)
     jobs.require_device(sm.config)
     config = TrainConfig.from_dict(job.train)  # a bad key or value named before anything is written
-    run_dir = Path(job.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(job.train, sort_keys=False))
     # a changed setting of the chain trains from step 0; a rerun of an earlier budget (its later snapshots are
     # rerun after it) goes on from no later step than its own
-    jobs.start_over_if_changed(run_dir, config.with_max_steps(job.steps), job.point)
+    run_dir = jobs.start_run(job.run_dir, job.train, config.with_max_steps(job.steps), job.point)
     chain = job.meta["chain"]
     print(f"{job.point}: {chain['model']} seed {chain['seed']} lever {chain['lever']}, base {chain['base']}, budget "
           f"{job.fields['budget']}x = {job.steps} steps ({job.fields['budget_tokens']} tokens)")

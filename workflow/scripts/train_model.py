@@ -2,16 +2,11 @@
 on every GPU of the allocation); resumes from run/checkpoints when a previous run was killed."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
-    import csv
+with logged(snakemake) as sm:  # noqa: F821
     from pathlib import Path
 
-    import yaml
-
-    from fastdllm_core.provenance import write_csv_atomic, write_text_atomic
     from fastdllm_dag.job import common as jobs
 
-    sm = snakemake  # noqa: F821
     cfg = sm.params.cfg
     from fastdllm_core.training.config import TrainConfig, paper_budget_warning
 
@@ -30,10 +25,7 @@ with logged(snakemake):  # noqa: F821
     # a bad row is named (file, line, field) before anything is written into the run directory or any process
     # starts (with several training processes each would otherwise fail on its own, after the directory is made)
     check_train_files(config.data.train_files)
-    run_dir = Path(sm.params.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    jobs.start_over_if_changed(run_dir, config, sm.wildcards.model)  # a changed setting: step 0; else a resume
-    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    run_dir = jobs.start_run(sm.params.run_dir, cfg, config, sm.wildcards.model)  # a changed setting: step 0
     print(f"training {sm.wildcards.model} ({sm.params.recipe}); config: {run_dir / 'train_config.yaml'}")
     import os
     import subprocess
@@ -70,9 +62,4 @@ with logged(snakemake):  # noqa: F821
         raise RuntimeError(f"training of {sm.wildcards.model} stopped before optim.max_steps ({exc}); the next "
                            f"attempt resumes from {newest}") from exc
     print(f"final checkpoint: {final}")
-    with open(run_dir / "metrics.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows:
-        raise RuntimeError(f"{run_dir / 'metrics.csv'} has no rows")
-    rows = [{"model": sm.wildcards.model, "recipe": sm.params.recipe, **r} for r in rows]
-    write_csv_atomic(sm.output.metrics, rows)
+    jobs.write_metrics(run_dir, sm.output.metrics, {"model": sm.wildcards.model, "recipe": sm.params.recipe})

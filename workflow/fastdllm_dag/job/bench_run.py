@@ -27,11 +27,12 @@ def sweep_config(run: dict, bcfg: dict, seed: int) -> bench.SweepConfig:
         repeats=int(bcfg.get("repeats", 1)), profile=False, seed=seed)
 
 
-def measure(bm, prompts, run: dict, bcfg: dict, seed: int, prompt_set: str, meta: dict, fields: dict) -> list[dict]:
-    """The rows of one run, each with ``fields`` (model, sweep, ...) and status ok; AR rows carry the sweep's
-    decode columns empty (they do not apply)."""
-    out = bench.run_sweep(bm, prompts, cfg=sweep_config(run, bcfg, seed), prompt_set=prompt_set, progress=True,
-                          meta_config=meta)
+def measure(loaded, run: dict, bcfg: dict, seed: int, task: str, meta: dict, fields: dict) -> list[dict]:
+    """The rows of one run on ``loaded`` (a bench model and its encoded prompts, from ``task``), each with ``fields``
+    (model, sweep, ...) and status ok; AR rows carry the sweep's decode columns empty (they do not apply)."""
+    bm, prompts = loaded
+    out = bench.run_sweep(bm, prompts, cfg=sweep_config(run, bcfg, seed), prompt_set=f"{task}[:{len(prompts)}]",
+                          progress=True, meta_config=meta)
     for r in out:
         r.update(model_source=r["model"], **fields, status="ok", note="")
         if r["mode"] == "ar":

@@ -2,6 +2,11 @@
 fingerprints of files and code that key the evaluation cache."""
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
+import os
+import re
 from pathlib import Path
 
 
@@ -36,8 +41,6 @@ def file_digest(f: Path) -> str:
     """sha256 of a file's content; a file over :data:`FULL_HASH_BYTES` (model weights) is keyed by its size,
     mtime (ns) and three 1 MiB samples (start, middle, end): cheap, and a checkpoint replaced at the same path
     changes it."""
-    import hashlib
-
     h = hashlib.sha256()
     st = f.stat()
     with open(f, "rb") as fh:
@@ -63,35 +66,27 @@ def fingerprint_files(paths) -> list:
     return out
 
 
-def hub_snapshot(repo_id: str) -> str:
-    """The commit of a Hub model in the local Hugging Face cache (``refs/main``), or ``"not cached"``."""
-    from huggingface_hub import constants
-
-    ref = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "refs" / "main"
-    return ref.read_text().strip() if ref.is_file() else "not cached"
-
-
 def model_fingerprint(source: str, inputs) -> dict:
     """What the evaluation cache knows of a model: its files (the job's inputs, or the source when it is a local
-    path) or, for a Hub id, the cached snapshot's commit."""
+    path) or, for a Hub id, the commit of its snapshot in the local Hugging Face cache (``refs/main``)."""
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs or [])  # one named input: a string
     paths = inputs or ([source] if Path(source).exists() else [])
     if paths:
         return {"files": fingerprint_files(paths)}
-    return {"hub": source, "snapshot": hub_snapshot(source)}
+    from huggingface_hub import constants
+
+    ref = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}" / "refs" / "main"
+    return {"hub": source, "snapshot": ref.read_text().strip() if ref.is_file() else "not cached"}
 
 
 def data_fingerprint(data_path, environ=None) -> dict:
     """What the evaluation cache knows of a task's data: the data file(s) given (content digests), and every
     data-choosing environment variable that is set (:data:`DATA_ENV_VARS`) with the files it names."""
-    import os
-
     env = os.environ if environ is None else environ
     out = {"data_path": str(data_path) if data_path else None,
            "files": fingerprint_files([data_path] if data_path else [])}
     for var in DATA_ENV_VARS:
-        if env.get(var):
-            v = env[var]
+        if v := env.get(var):
             out[var] = {"value": v, "files": fingerprint_files([v]) if var.endswith("_PATH") else []}
     if not data_path:  # the library's fallbacks to the shared copies (gsm8k, the original humaneval)
         from fastdllm_core.evaluation import shared_dir
@@ -106,24 +101,17 @@ def cached_rows(key_file, csv_file, key: str):
     """The rows cached for ``key``, or None: no cache, another key, or no measured row (only ``n/a`` rows:
     missing data, a missing extra -- never a measurement, so tried again on a rerun).  A measured point keeps
     its companion ``n/a`` rows (HumanEval without plus inputs: ``pass@1_plus``)."""
-    import csv
-    import json
-
     key_file, csv_file = Path(key_file), Path(csv_file)
     if not (key_file.is_file() and csv_file.is_file()) or json.loads(key_file.read_text()).get("key") != key:
         return None
     with open(csv_file, newline="") as fh:
         rows = list(csv.DictReader(fh))
-    if not any(r.get("status") == "ok" for r in rows):
-        return None
-    return rows
+    return rows if any(r.get("status") == "ok" for r in rows) else None
 
 
 def code_fingerprint() -> str:
     """Hash of the installed fastdllm_core sources and data files (so cached measurements are redone when the code
     changes)."""
-    import hashlib
-
     import fastdllm_core
 
     h = hashlib.sha256()
@@ -137,8 +125,6 @@ def code_fingerprint() -> str:
 def dag_na_reason(task: str, reason: str) -> str:
     """A task's n/a reason as a DAG user reads it: the library's ``data_path=`` (an argument of ``run_task``) is
     the config key ``data.eval_paths.<task>`` here, so the message names that key."""
-    import re
-
     key = f"data.eval_paths.{task}"
     out = re.sub(r"\bpass data_path=(\S*)",
                  lambda m: f"set {key} in the config" + (f" to {m[1]}" if m[1] else ""), reason)
@@ -160,12 +146,22 @@ def na_rows(p, config: dict, reason: str, points: dict) -> list[dict]:
             for task, pts in points.items() for point in pts]
 
 
-def load_for_evaluation(p, config: dict, device: str):
-    """``(loaded model, "")``, or ``(None, reason)`` when it cannot be loaded (a gated or missing Hub model:
-    fastdllm_core.bench.unavailable.load_or_reason), so that its rows read n/a and every table still builds."""
+def checked_and_loaded(p, config: dict, device: str, data_paths: dict):
+    """Every task's data of ``data_paths`` ({task: path}) checked -- bad data (a missing field, a line that is not
+    JSON, an empty file) fails here, before the load; data that is not available offline becomes n/a rows later --
+    then the model loaded: ``(loaded model, "")``, or ``(None, reason)`` when it cannot be loaded (a gated or
+    missing Hub model: fastdllm_core.bench.unavailable.load_or_reason), so that its rows read n/a and every table
+    still builds."""
     from fastdllm_core.bench.unavailable import load_or_reason
+    from fastdllm_core.evaluation import TaskUnavailable
+    from fastdllm_core.evaluation.runner import check_data
     from fastdllm_core.loading import load_model
 
+    for task, path in data_paths.items():
+        try:
+            check_data(task, path)
+        except TaskUnavailable:
+            pass
     loaded, reason = load_or_reason(lambda: load_model(p.source, device=device, dtype=config.get("dtype", "auto")),
                                     p.source)
     if loaded is None:
@@ -173,38 +169,35 @@ def load_for_evaluation(p, config: dict, device: str):
     return loaded, reason
 
 
-def checked_and_loaded(p, config: dict, device: str, data_paths: dict):
-    """Every task's data of ``data_paths`` ({task: path}) checked -- bad data (a missing field, a line that is not
-    JSON, an empty file) fails here, before the load; data that is not available offline becomes n/a rows later --
-    then the model loaded: :func:`load_for_evaluation`'s ``(loaded, reason)``."""
-    from fastdllm_core.evaluation import TaskUnavailable
-    from fastdllm_core.evaluation.runner import check_data
-
-    for task, path in data_paths.items():
-        try:
-            check_data(task, path)
-        except TaskUnavailable:
-            pass
-    return load_for_evaluation(p, config, device)
-
-
-def write_na_rows(out_csv, p, config: dict, reason: str) -> None:
-    """The job of a model that cannot be trained here (``reason`` names the keys to set):
-    one ``n/a`` row per task and point, nothing loaded, so that its table row says why it is empty."""
-    from fastdllm_core.provenance import write_csv_atomic
-
-    rows = na_rows(p, config, reason, p.points)
-    write_csv_atomic(out_csv, rows)
-    print(f"{p.model}: {len(rows)} n/a rows ({reason}) -> {out_csv}")
-
-
-def start_over_if_changed(run_dir, config, name: str) -> None:
-    """A training job's run directory keeps its checkpoints so that an interrupted job of the same run resumes; a
-    job rerun because a setting of the model changed (its training config, its init model, its data) trains from
+def start_run(run_dir, train: dict, config, name: str) -> Path:
+    """A training job's run directory, made, with ``train`` (the training config as given) in its
+    ``train_config.yaml``.  It keeps its checkpoints so that an interrupted job of the same run resumes; a job rerun
+    because a setting of the model changed (its training config ``config``, its init model, its data) trains from
     step 0 (:func:`fastdllm_core.training.run_identity.start_over_if_changed`)."""
-    from fastdllm_core.training.run_identity import start_over_if_changed as start_over
+    import yaml
 
-    why = start_over(run_dir, config)
+    from fastdllm_core.provenance import write_text_atomic
+    from fastdllm_core.training.run_identity import start_over_if_changed
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "train_config.yaml", yaml.safe_dump(train, sort_keys=False))
+    why = start_over_if_changed(run_dir, config)
     if why:
         print(f"{name}: {run_dir} held checkpoints of another run ({'; '.join(why)}): removed, training from step 0",
               flush=True)
+    return run_dir
+
+
+def write_metrics(run_dir, out, extra: dict) -> list[dict]:
+    """A finished training run's ``metrics.csv`` rows, each with ``extra``'s fields first, written to ``out``
+    (an error when it has no rows)."""
+    from fastdllm_core.provenance import write_csv_atomic
+
+    path = Path(run_dir) / "metrics.csv"
+    with open(path, newline="") as fh:
+        rows = [dict(extra, **r) for r in csv.DictReader(fh)]
+    if not rows:
+        raise RuntimeError(f"{path} has no rows")
+    write_csv_atomic(out, rows)
+    return rows

@@ -3,7 +3,6 @@ rule evaluate_shard (one item range of it, ``shard=(k, n)``): the point's cache 
 data cannot be loaded becoming one ``status = n/a`` row with the reason (never a number)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from fastdllm_core.decode_config import MDM_MODES, DecodeConfig
@@ -11,22 +10,6 @@ from fastdllm_core.provenance import run_metadata
 from fastdllm_dag.job import common as jobs
 from fastdllm_dag.plan import models as plan
 from fastdllm_dag.plan import points as plan_points
-
-
-@dataclass(frozen=True)
-class EvalModel:
-    """The model a point is run on, as :func:`run_point` reads it (rule evaluate passes its params, which carry the
-    same names): its DAG key, label, loaded source, mode and the evaluation's settings."""
-    model: str
-    label: str
-    source: str
-    mode: str
-    max_new_tokens: int | str
-    batch_size: int
-    verdict_cache: str
-    limit: int | None = None
-    mdm_loglikelihood: str = "exact"
-    mc_num: int = 0
 
 
 def base_key(p, config: dict, task: str, data_path, device: str, model_files, code: str) -> dict:
@@ -43,7 +26,10 @@ def base_key(p, config: dict, task: str, data_path, device: str, model_files, co
 
 def run_point(loaded, p, config: dict, task: str, point: str, data_path, device: str, out_dir: Path,
               **run_opts) -> list[dict]:
-    """The rows of ``task`` at ``point`` (``run_opts``: run_task's ``shard`` / ``progress``)."""
+    """The rows of ``task`` at ``point`` (``run_opts``: run_task's ``shard`` / ``progress``).  ``p``: the model a
+    point is run on, as rule evaluate's params name it: its DAG key ``model``, ``label``, loaded ``source`` and the
+    evaluation's settings ``max_new_tokens``, ``batch_size``, ``limit``, ``verdict_cache`` (and, on a
+    masked-diffusion model, ``mdm_loglikelihood``, ``mc_num``)."""
     from fastdllm_core.evaluation import TaskUnavailable, run_task
 
     task_len = str(p.max_new_tokens) == "task"

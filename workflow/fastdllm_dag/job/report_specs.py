@@ -46,10 +46,8 @@ def limit_note(config: dict, sweep: bool = False) -> list[str]:
     ev = config.get("eval") or {}
     key, n = ("eval.sweep_limit", ev.get("sweep_limit")) if sweep and ev.get("sweep_limit") else \
         ("eval.limit", ev.get("limit"))
-    if not n:
-        return []
     return [f"Each cell rests on at most the first {n} test items of its task ({key}: {n}), not the whole "
-            "benchmark."]
+            "benchmark."] if n else []
 
 
 def column_specs(config: dict, ids: list[str], with_avg: bool = False) -> list[dict]:
@@ -211,8 +209,6 @@ def _index_of(values: list, v) -> int | None:
     return values.index(v) if v in values else None
 
 
-
-
 def _col(config, key):
     c = config["columns"][config["figures"][key]["column"]]
     return c["task"], c["metric"]
@@ -325,12 +321,10 @@ def summary_comparisons(config: dict) -> list[dict]:
     out = pairs.table1_pairs(config)
     out += [{"a": a["model"], "b": b["model"], "why": "Table 2: the recipe against the row above"}
             for a, b in zip(t2, t2[1:])]
-    seen, uniq = set(), []
-    for c in out:
-        if (c["a"], c["b"]) not in seen:
-            seen.add((c["a"], c["b"]))
-            uniq.append(c)
-    return uniq
+    uniq = {}
+    for c in out:  # each pair once, where it first comes
+        uniq.setdefault((c["a"], c["b"]), c)
+    return list(uniq.values())
 
 
 def summary_sweeps(config: dict) -> list[dict]:

@@ -4,7 +4,10 @@ every stand-in at every test item, and timed at batch 1 against its base in inte
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+from fastdllm_dag.job import common as jobs
+from fastdllm_dag.plan import points as plan_points
 from fastdllm_dag.plan.study_specs import StudyJob
 
 
@@ -13,16 +16,14 @@ def score(config: dict, job: StudyJob) -> list[dict]:
     task of ``data_paths``, all items: block diffusion at the accuracy and the speed setting (its tokens per
     forward), AR at its one point; every row carries the job's ``fields`` and ``n_params``."""
     from fastdllm_core.loading import load_model
-    from fastdllm_dag.job import common as jobs
     from fastdllm_dag.job import eval_point
-    from fastdllm_dag.plan import points as plan_points
 
     device = jobs.require_device(config)
     models = dict(config["models"], **{job.point: {"mode": job.mode, "label": job.label, "seed_of": job.group}})
     cfg = dict(config, models=models)
-    p = eval_point.EvalModel(model=job.point, label=job.label, source=job.source, mode=job.mode,
-                             max_new_tokens=config["decode"]["max_new_tokens"], batch_size=config["eval"]["batch_size"],
-                             verdict_cache=job.verdict_cache)
+    p = SimpleNamespace(model=job.point, label=job.label, source=job.source, mode=job.mode, limit=None,
+                        max_new_tokens=config["decode"]["max_new_tokens"], batch_size=config["eval"]["batch_size"],
+                        verdict_cache=job.verdict_cache)  # as run_point reads rule evaluate's params
     points = ([plan_points.point_name("bd", plan_points.base_decode(config)),
                plan_points.point_name("bd", plan_points.speed_decode(config))] if job.mode == "bd" else ["ar"])
     loaded = load_model(job.source, device=device, dtype=config.get("dtype", "auto"))
@@ -36,17 +37,15 @@ def score(config: dict, job: StudyJob) -> list[dict]:
     return rows
 
 
-def time_against(config: dict, sides: dict, prompts_file: str, fields: dict, sweep: str) -> list[dict]:
-    """Batch-1 tokens/s at the speed setting of each side of ``sides`` (``{side: (model key, source, mode)}``, the
-    reference AR side last) on the bench prompts, in ``bench.rounds`` interleaved rounds (rule bench's
-    measurement), each side's fastest round kept; ``speedup_vs_main_ar`` over the last side's."""
+def time_snapshot(config: dict, job: StudyJob, model: str, prompts_file: str) -> list[dict]:
+    """Rule <study>_speed: batch-1 tokens/s at the speed setting of ``job``'s snapshot (checkpoint ``model``) and of
+    its base (the reference AR side, last) on the bench prompts, in ``bench.rounds`` interleaved rounds (rule bench's
+    measurement), each side's fastest round kept; ``speedup_vs_main_ar`` over the base's."""
     import torch
 
     from fastdllm_core import bench
     from fastdllm_core.synthetic import user_prompts
     from fastdllm_dag.job import bench_run
-    from fastdllm_dag.job import common as jobs
-    from fastdllm_dag.plan import points as plan_points
 
     device = jobs.require_device(config)
     bcfg = config["bench"]
@@ -54,18 +53,18 @@ def time_against(config: dict, sides: dict, prompts_file: str, fields: dict, swe
     task, seed = bcfg["prompts_from"], int(config["seed"])
     texts = user_prompts(task, prompts_file)[: int(bcfg["num_prompts"])]
     speed = plan_points.speed_decode(config)
+    sides = {"snapshot": (job.point, model, job.mode), "ar_base": (job.ar_key, job.ar_source, "ar")}
 
     def load(side):
-        model, source, _ = sides[side]
-        bm = bench.load_bench_model(source, device=device, dtype=config.get("dtype", "auto"), label=model, seed=seed)
+        key, source, _ = sides[side]
+        bm = bench.load_bench_model(source, device=device, dtype=config.get("dtype", "auto"), label=key, seed=seed)
         return bm, bench.encode_prompts(bm.tokenizer, texts)
 
     def measure_one(loaded, side, run):
-        bm, prompts = loaded
-        return bench_run.measure(bm, prompts, run, bcfg, seed, f"{task}[:{len(prompts)}]",
+        return bench_run.measure(loaded, run, bcfg, seed, task,
                                  {"run": run, "model": sides[side][1], "bench": dict(bcfg)},
-                                 dict(model=run["model"], sweep=sweep, scale=config["scale"],
-                                      prompts_source=str(prompts_file), side=side, **fields))
+                                 dict(model=run["model"], sweep=f"{job.study}_study", scale=config["scale"],
+                                      prompts_source=str(prompts_file), side=side, **job.fields))
 
     runs = {side: [{"model": m, "mode": run_mode, "batch_size": 1, "decode": speed}]
             for side, (m, _, run_mode) in sides.items()}
@@ -73,16 +72,6 @@ def time_against(config: dict, sides: dict, prompts_file: str, fields: dict, swe
     ref = float(timed[-1]["tokens_per_s"])
     for r in timed:
         r["speedup_vs_main_ar"] = float(r["tokens_per_s"]) / ref
-    return timed
-
-
-def time_snapshot(config: dict, job: StudyJob, model: str, prompts: str, out: str) -> None:
-    """Rule <study>_speed: ``job``'s snapshot (checkpoint ``model``) and its base timed by :func:`time_against`,
-    their rows written atomically to ``out``."""
-    from fastdllm_core.provenance import write_csv_atomic
-
-    sides = {"snapshot": (job.point, model, job.mode), "ar_base": (job.ar_key, job.ar_source, "ar")}
-    timed = time_against(config, sides, prompts, job.fields, f"{job.study}_study")
-    write_csv_atomic(out, timed)
     print(f"batch 1: {timed[0]['tokens_per_s']:.1f} tokens/s against the base's {timed[-1]['tokens_per_s']:.1f} "
           f"({timed[0]['speedup_vs_main_ar']:.2f}x)")
+    return timed
