@@ -3,7 +3,7 @@ built it (commit, both stages' training configs), where (machine, kernel path), 
 its files' hashes; and the base's build rows (both stages' training metrics) beside its scores.  Commit both."""
 from fastdllm_dag.job.log import logged
 
-with logged(snakemake):  # noqa: F821
+with logged(snakemake) as sm:  # noqa: F821
     import csv
     import io
 
@@ -16,7 +16,6 @@ with logged(snakemake):  # noqa: F821
     from fastdllm_dag.plan import study as study_plan
     from fastdllm_dag.plan.study_specs import StudyJob
 
-    sm = snakemake  # noqa: F821
     job = StudyJob(**sm.params.job)
     base, info = sm.wildcards.base, job.meta["base"]
     keep = ("stage", "recipe", "step", "loss", "lr", "tokens_seen", "world_size", "torch_threads", "device",
