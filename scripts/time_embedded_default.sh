@@ -35,6 +35,8 @@ run_once() {  # $1: label -> prints "<wall seconds> <base steps/s>"
   # ../shared is looked up relative to the checkout: point the clone at the original one
   ln -s "$(cd "$here/.." && pwd)/shared" "$dir/shared" 2>/dev/null || true
   cd "$dir/repo"
+  # the clone's own code in every job, not an editable install's (pip install -e of another checkout)
+  export PYTHONPATH="$dir/repo:$dir/repo/workflow${PYTHONPATH:+:$PYTHONPATH}"
   local start end
   start=$(date +%s.%N)
   python -m snakemake --cores "$cores" paper_figures > "$dir/run.log" 2>&1 || { tail -50 "$dir/run.log" >&2; exit 1; }
@@ -56,7 +58,8 @@ PY
 }
 
 read -r idle_wall idle_rate < <(run_once idle)
-second=$(cd "$work/idle/repo" && python -m snakemake --cores "$cores" paper_figures -n 2>&1 | grep -c "Nothing to be done" || true)
+second=$(cd "$work/idle/repo" && PYTHONPATH="$PWD:$PWD/workflow${PYTHONPATH:+:$PYTHONPATH}" \
+  python -m snakemake --cores "$cores" paper_figures -n 2>&1 | grep -c "Nothing to be done" || true)
 if [ -n "$keep" ]; then
   mkdir -p "$keep"
   (cd "$work/idle/repo" && tar --exclude='*/checkpoints' --exclude='*.safetensors' --exclude='*.bin' -cf - results) \
